@@ -1,0 +1,1 @@
+"""finetune-workbench backend: plain Python, no Textual, no torch at import time."""

@@ -1,0 +1,58 @@
+"""The `workbench` command: with no sub-command it opens the TUI; the rest run headless.
+
+Each sub-command module exposes `register(app)` and stays a thin layer over backend/.
+Heavy imports (torch, swift, Textual) happen inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from backend.cli import common
+
+app = typer.Typer(
+    name="workbench",
+    help="Terminal fine-tuning workbench for ms-swift. Run without a command to open the TUI.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback(invoke_without_command=True)
+def open_tui(
+    ctx: typer.Context,
+    profile: Annotated[
+        Path | None, typer.Option("--profile", "-p", help="Profile to open (default: profiles/quickstart.toml).")
+    ] = None,
+) -> None:
+    """Open the workbench TUI on a profile (the quickstart by default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tui.app import run_app  # Textual is imported only when the TUI is asked for
+
+    run_app(profile_path=profile or common.default_profile_path())
+
+
+def _register_all() -> None:
+    from backend.cli import profiles
+
+    profiles.register(app)
+    for module_name in ("runs", "estimate", "jobs", "export"):
+        try:
+            module = __import__(f"backend.cli.{module_name}", fromlist=["register"])
+        except ModuleNotFoundError as err:
+            if err.name != f"backend.cli.{module_name}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,44 @@
+"""Helpers shared by the CLI commands: loading profiles with clean errors, printing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import LaunchProfile, ProfileError, load_profile
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+
+
+def default_profile_path() -> Path:
+    return SHIPPED_PROFILES_DIR / "quickstart.toml"
+
+
+def resolve_profile_path(name_or_path: str | Path) -> Path:
+    """A path, or the name of a shipped profile (`quickstart` -> profiles/quickstart.toml)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists() or path.suffix == ".toml" or "/" in str(name_or_path):
+        return path
+    return SHIPPED_PROFILES_DIR / f"{name_or_path}.toml"
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def load_or_exit(name_or_path: str | Path) -> tuple[LaunchProfile, Path]:
+    path = resolve_profile_path(name_or_path)
+    try:
+        return load_profile(path), path.resolve()
+    except ProfileError as err:
+        for problem in err.problems:
+            err_console.print(f"[bold red]error:[/] {problem}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT) from None

@@ -1,0 +1,79 @@
+"""Profile commands: show (the exact command), validate, and the embedded demo model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn
+
+from backend.cli.common import console, err_console, fail, load_or_exit
+from backend.command import build_launch
+from backend.hardware import detect_hardware
+from backend.validate import errors, validate
+
+
+def show(
+    profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")],
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Folder for the configs and output (default: a preview folder).")
+    ] = None,
+) -> None:
+    """Print the exact launch as one copy-pasteable shell line, plus its accelerate config.
+
+    The config files the line points at are written, so the line runs as printed.
+    """
+    from backend.runs.layout import preview_dir
+
+    loaded, path = load_or_exit(profile)
+    folder = (run_dir or preview_dir(loaded.name)).resolve()
+    hardware = detect_hardware()
+    plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
+    plan.write_configs()
+    for problem in validate(loaded, hardware, base_dir=path.parent):
+        err_console.print(f"[yellow]{problem}[/]" if problem.severity == "warning" else f"[red]{problem}[/]",
+                          highlight=False)
+    console.print(f"# accelerate config: {plan.accelerate_config_path}", highlight=False, soft_wrap=True)
+    console.print(plan.accelerate_yaml(), highlight=False, markup=False, end="")
+    if plan.deepspeed_config_path:
+        console.print(f"# DeepSpeed config: {plan.deepspeed_config_path}", highlight=False, soft_wrap=True)
+    console.print("# command:", highlight=False)
+    print(plan.shell_line())
+
+
+def check(profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")]) -> None:
+    """Check a profile against this machine; exit 1 when an error stands."""
+    loaded, path = load_or_exit(profile)
+    problems = validate(loaded, detect_hardware(), base_dir=path.parent)
+    for problem in problems:
+        console.print(str(problem), highlight=False, markup=False)
+    if not problems:
+        console.print(f"{path}: no problems found")
+    if errors(problems):
+        raise typer.Exit(1)
+
+
+def demo_model(
+    name: Annotated[str, typer.Option(help="Which built-in model to build.")] = "tiny-qwen2",
+) -> None:
+    """Build the embedded tiny model offline (cached; seconds)."""
+    from backend.demo.build import BUILTIN_MODELS, builtin_model_path, ensure_builtin_model
+
+    if name not in BUILTIN_MODELS:
+        fail(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
+    if (builtin_model_path(name) / "config.json").exists():
+        console.print(f"{name}: already built at {builtin_model_path(name)}")
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), console=err_console) as progress:
+        task = progress.add_task(f"building {name}", total=1.0)
+        path = ensure_builtin_model(
+            name, on_progress=lambda stage, fraction: progress.update(task, completed=fraction, description=stage)
+        )
+    console.print(f"{name}: built at {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(show)
+    app.command("validate")(check)
+    app.command("demo-model")(demo_model)

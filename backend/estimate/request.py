@@ -1,0 +1,169 @@
+"""What is being planned: tuner, precision, distribution, batch geometry.
+
+`EstimateRequest` is a plain dataclass validated on construction (and again by
+`dataclasses.replace`, which the fit search uses to vary one field at a time). Field names
+follow ms-swift / accelerate where they exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from backend.estimate.shape import LINEAR_MODULES
+
+TUNERS = ("full", "lora", "qlora")
+PRECISIONS = ("fp32", "fp16", "bf16")
+DISTRIBUTIONS = ("single", "ddp", "fsdp", "deepspeed")
+FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+ZERO_STAGES = (0, 1, 2, 3)
+ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
+OPTIMIZERS = ("adamw", "adamw_foreach")
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+_ATTN_ALIASES = {"flash_attn": "flash_attention_2", "flash_attention_2": "flash_attention_2",
+                 "fa2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    """One training configuration to size. Defaults follow ms-swift's `swift sft` defaults.
+
+    torch_dtype: dtype the weights are loaded in; None = the precision's dtype (fp32 -> fp32).
+    offload: move optimizer state to host RAM (and, for FSDP and ZeRO-3, parameters too;
+      `offload_param=False` keeps ZeRO-3 parameters on the GPU).
+    loss_token_fraction: share of positions whose logits are materialised (ms-swift's
+      `use_logits_to_keep` computes them only where labels != -100); 1.0 = all (safe side).
+    """
+
+    tuner: str = "lora"
+    lora_rank: int = 8
+    lora_alpha: int = 32  # does not change memory; kept so a request mirrors a profile
+    lora_dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("all-linear",)
+    quant_bits: int = 4
+    double_quant: bool = True
+    precision: str = "bf16"
+    torch_dtype: str | None = None
+    distribution: str = "single"
+    fsdp_strategy: str = "FULL_SHARD"
+    zero_stage: int = 2
+    offload: bool = False
+    offload_param: bool | None = None
+    num_gpus: int = 1
+    num_nodes: int = 1
+    batch_size: int = 1
+    max_length: int = 2048
+    gradient_checkpointing: bool = True
+    gpu_memory_bytes: int | None = None
+    optimizer: str = "adamw"
+    attn_implementation: str = "sdpa"
+    liger_kernel: bool = False
+    loss_token_fraction: float = 1.0
+    fsdp_cpu_ram_efficient_loading: bool = True
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        # accept lists for convenience, store tuples so the request stays hashable
+        if isinstance(self.target_modules, str):
+            object.__setattr__(self, "target_modules", (self.target_modules,))
+        else:
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        object.__setattr__(self, "attn_implementation",
+                           _ATTN_ALIASES.get(self.attn_implementation, self.attn_implementation))
+        _validate(self)
+
+    # ------------------------------------------------------------ derived values
+
+    @property
+    def world_size(self) -> int:
+        return self.num_gpus * self.num_nodes
+
+    @property
+    def weight_dtype(self) -> str:
+        """Dtype the (base) weights are stored in."""
+        if self.torch_dtype:
+            return self.torch_dtype
+        return self.precision
+
+    @property
+    def mixed_precision(self) -> bool:
+        return self.precision in ("fp16", "bf16")
+
+    @property
+    def compute_bytes(self) -> int:
+        """Bytes per activation element: 16-bit under mixed precision, else the weights' dtype."""
+        return 2 if self.mixed_precision else DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def is_adapter(self) -> bool:
+        return self.tuner in ("lora", "qlora")
+
+    @property
+    def offload_params(self) -> bool:
+        """Whether parameters (not only optimizer state) live in host RAM."""
+        if not self.offload:
+            return False
+        if self.distribution == "fsdp":
+            return True  # FSDP's CPUOffload moves parameters, gradients and optimizer state together
+        if self.distribution == "deepspeed" and self.zero_stage == 3:
+            return True if self.offload_param is None else self.offload_param
+        return False
+
+    @property
+    def resolved_targets(self) -> tuple[str, ...]:
+        """LoRA target module names; 'all-linear' = every decoder Linear (not lm_head)."""
+        if not self.is_adapter:
+            return ()
+        names: list[str] = []
+        for target in self.target_modules:
+            expand = LINEAR_MODULES if target.lower() in ("all-linear", "all_linear", "all") else (target,)
+            names.extend(name for name in expand if name not in names)
+        return tuple(names)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["target_modules"] = list(self.target_modules)
+        data.pop("notes")
+        return data
+
+
+def _validate(req: EstimateRequest) -> None:
+    """Raise ValueError naming the field and the allowed values."""
+    _choice("tuner", req.tuner, TUNERS)
+    _choice("precision", req.precision, PRECISIONS)
+    if req.torch_dtype is not None:
+        _choice("torch_dtype", req.torch_dtype, tuple(DTYPE_BYTES))
+    _choice("distribution", req.distribution, DISTRIBUTIONS)
+    _choice("fsdp_strategy", req.fsdp_strategy, FSDP_STRATEGIES)
+    _choice("zero_stage", req.zero_stage, ZERO_STAGES)
+    _choice("optimizer", req.optimizer, OPTIMIZERS)
+    _choice("attn_implementation", req.attn_implementation, ATTN_IMPLEMENTATIONS)
+    _choice("quant_bits", req.quant_bits, (4, 8))
+    for name in ("lora_rank", "num_gpus", "num_nodes", "batch_size", "max_length"):
+        value = getattr(req, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not 0.0 <= req.lora_dropout < 1.0:
+        raise ValueError(f"lora_dropout must be in [0, 1), got {req.lora_dropout!r}")
+    if not 0.0 < req.loss_token_fraction <= 1.0:
+        raise ValueError(f"loss_token_fraction must be in (0, 1], got {req.loss_token_fraction!r}")
+    if req.gpu_memory_bytes is not None and req.gpu_memory_bytes <= 0:
+        raise ValueError(f"gpu_memory_bytes must be positive, got {req.gpu_memory_bytes!r}")
+    if req.distribution == "single" and req.world_size != 1:
+        raise ValueError("distribution 'single' runs one process on one GPU: use num_gpus=1 num_nodes=1, "
+                         "or ddp / fsdp / deepspeed for more GPUs")
+    if req.offload and req.distribution in ("single", "ddp"):
+        raise ValueError("offload needs distribution fsdp or deepspeed (single/DDP cannot offload)")
+    if req.offload and req.distribution == "deepspeed" and req.zero_stage == 0:
+        raise ValueError("offload needs ZeRO stage 1, 2 or 3")
+    unknown = [t for t in req.resolved_targets if t not in LINEAR_MODULES]
+    if unknown:
+        raise ValueError(f"unknown target module(s) {', '.join(unknown)}; use all-linear or some of "
+                         f"{', '.join(LINEAR_MODULES)}")
+    if req.is_adapter and not req.resolved_targets:
+        raise ValueError("target_modules is empty: LoRA needs at least one module (e.g. all-linear)")
+
+
+def _choice(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")

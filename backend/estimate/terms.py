@@ -1,0 +1,403 @@
+"""The memory terms, one small function each, in bytes per device (floats; rounded by the caller).
+
+Conventions (the README section explains the why):
+
+* Bytes per *trainable* parameter = weight + gradient + fp32 master + two AdamW moments:
+  - DeepSpeed, 16-bit mixed precision: 2 + 2 + 4 + 8 = 16 (the ZeRO paper's K=12 convention,
+    the seed's 16 Phi);
+  - FSDP under mixed precision: accelerate upcasts trainable flat parameters to fp32, so
+    4 + 4 + 0 + 8 = 16, plus 16-bit unsharded copies counted as sharding working memory;
+  - plain PyTorch (single / DDP): the optimizer keeps states in the parameter's dtype, so
+    pure bf16 full fine-tuning is 2 + 2 + 0 + 4 = 8, fp32 weights are 16, and fp32 weights
+    under autocast add a cached 16-bit copy (18);
+  - LoRA / QLoRA adapters are fp32 (PEFT's autocast_adapter_dtype): 16 (+2 autocast copy).
+* Activations count the tensors autograd saves in a Llama/Qwen2 decoder layer as
+  transformers runs it (RMSNorm upcast to fp32, SDPA without the s^2 score matrix, GQA k/v
+  expanded by repeat_kv before SDPA, SwiGLU), plus LoRA's per-module dropout copies.
+* Peaks are summed (weights + states + activations + logits): the real peak can be lower
+  because gradients and activations peak at opposite ends of backward. Safe side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.estimate.request import DTYPE_BYTES, EstimateRequest
+from backend.estimate.shape import ModelShape
+
+GIB = 2**30
+CUDA_CONTEXT_BYTES = 600 * 2**20  # CUDA context + cuBLAS workspace per process (nvidia-smi: 0.5-0.8 GiB)
+NCCL_BUFFER_BYTES = 500 * 2**20  # NCCL channels/buffers per process when world size > 1
+ALLOCATOR_STATIC_FRACTION = 0.05  # caching-allocator slack on long-lived tensors
+ALLOCATOR_DYNAMIC_FRACTION = 0.10  # fragmentation from activations and other churn
+HOST_PROCESS_BYTES = 3 * GIB  # RSS of one training process: Python, torch, CUDA libs, tokenizer, data
+CHECKPOINT_SHARD_BYTES = 5 * 10**9  # transformers' default max_shard_size (5GB)
+DEEPSPEED_HOST_BUFFER_FACTOR = 1.5  # DeepSpeed estimators' additional_buffer_factor for pinned host memory
+ZERO2_BUCKET_ELEMENTS = 2e8  # ms-swift zero2.json: reduce_bucket_size = allgather_bucket_size = 2e8
+ZERO2_OVERLAP_FACTOR = 4.5  # DeepSpeed docs: overlap_comm uses 4.5x the bucket sizes
+ZERO3_PREFETCH_FACTOR = 0.9  # HF "auto": stage3_prefetch_bucket_size = 0.9 * hidden^2
+LOGIT_BYTES = 12  # per logit: fp32 log-softmax output + its fp32 gradient + the fp32 input gradient
+
+# bitsandbytes 4-bit: one absmax per block of 64 weights; double quantisation stores it as
+# 8 bits plus one fp32 constant per 256 blocks (QLoRA paper, section 3: 0.127 vs 0.5 bits/param)
+NF4_BYTES = 0.5
+DQ_CONSTANT_BYTES = 1 / 64 + 4 / (64 * 256)
+PLAIN_CONSTANT_BYTES = 4 / 64
+
+
+# ---------------------------------------------------------------- conventions
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per trainable parameter, by kind (see module docstring)."""
+
+    weight: int
+    grad: int
+    master: int
+    moments: int
+    autocast_copy: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.weight + self.grad + self.master + self.moments + self.autocast_copy
+
+    def describe(self) -> str:
+        parts = [f"{self.weight} weight", f"{self.grad} gradient"]
+        if self.master:
+            parts.append(f"{self.master} fp32 master")
+        parts.append(f"{self.moments} AdamW moments")
+        if self.autocast_copy:
+            parts.append(f"{self.autocast_copy} autocast 16-bit copy")
+        return f"{self.total} bytes per trainable parameter ({' + '.join(parts)})"
+
+
+def state_bytes(req: EstimateRequest) -> StateBytes:
+    """Which bytes-per-trainable-parameter convention applies to this request."""
+    if req.distribution == "deepspeed":
+        # the engine casts the module to 16-bit and keeps an fp32 master copy for the optimizer
+        return StateBytes(2, 2, 4, 8) if req.mixed_precision else StateBytes(4, 4, 0, 8)
+    upcast = req.distribution == "fsdp" and req.mixed_precision
+    stored = 4 if (req.is_adapter or req.weight_dtype == "fp32" or upcast) else DTYPE_BYTES[req.weight_dtype]
+    autocast = 2 if (req.mixed_precision and stored == 4 and not upcast) else 0
+    return StateBytes(stored, stored, 0, 2 * stored, autocast)
+
+
+def frozen_weight_bytes(req: EstimateRequest) -> int:
+    """Bytes per frozen (non-quantised) parameter: DeepSpeed casts the module to 16-bit."""
+    if req.distribution == "deepspeed" and req.mixed_precision:
+        return 2
+    return DTYPE_BYTES[req.weight_dtype]
+
+
+# ---------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class ParamInventory:
+    """Parameters by how they are stored. Tests build one directly (e.g. the ZeRO paper's 7.5B)."""
+
+    trainable: int
+    frozen_dense: int = 0  # frozen, stored in torch_dtype (LoRA base; QLoRA's embeddings/lm_head/norms/biases)
+    frozen_quantized: int = 0  # QLoRA: decoder linear weights held in 4 or 8 bits
+    quantized_rows: int = 0  # sum of out_features of quantised linears (8-bit row scales)
+
+    @classmethod
+    def from_shape(cls, shape: ModelShape, req: EstimateRequest) -> ParamInventory:
+        if req.tuner == "full":
+            return cls(trainable=shape.total_params)
+        adapters = lora_params(shape, req)
+        if req.tuner == "lora":
+            return cls(trainable=adapters, frozen_dense=shape.total_params)
+        rows = shape.num_layers * sum(spec.out_features for spec in shape.linear_layers())
+        return cls(trainable=adapters, frozen_dense=shape.dense_kept_params,
+                   frozen_quantized=shape.linear_weight_params, quantized_rows=rows)
+
+    @property
+    def total(self) -> int:
+        return self.trainable + self.frozen_dense + self.frozen_quantized
+
+
+def lora_params_per_layer(shape: ModelShape, req: EstimateRequest) -> int:
+    """r * (in + out) for every targeted linear of one block (A is r x in, B is out x r)."""
+    targets = set(req.resolved_targets)
+    return sum(req.lora_rank * (s.in_features + s.out_features) for s in shape.linear_layers() if s.name in targets)
+
+
+def lora_params(shape: ModelShape, req: EstimateRequest) -> int:
+    return shape.num_layers * lora_params_per_layer(shape, req)
+
+
+def quantized_weight_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
+    return inv.frozen_quantized * (NF4_BYTES if req.quant_bits == 4 else 1)
+
+
+def quant_constant_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
+    """Absmax constants (4-bit) or fp32 row scales (8-bit); not sharded: they are module attributes."""
+    if req.quant_bits == 8:
+        return 4 * inv.quantized_rows
+    return inv.frozen_quantized * (DQ_CONSTANT_BYTES if req.double_quant else PLAIN_CONSTANT_BYTES)
+
+
+# ---------------------------------------------------------------- sharding
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Divisors for each kind of state, and where each kind lives."""
+
+    params: int = 1
+    grads: int = 1
+    optim: int = 1
+    params_on_host: bool = False
+    grads_on_host: bool = False
+    optim_on_host: bool = False
+    label: str = "no sharding"
+
+
+def sharding(req: EstimateRequest) -> Sharding:
+    n = req.world_size
+    if req.distribution == "fsdp":
+        if req.fsdp_strategy == "NO_SHARD":
+            degree, label = 1, "FSDP NO_SHARD"
+        elif req.fsdp_strategy == "HYBRID_SHARD":
+            degree, label = req.num_gpus, f"FSDP HYBRID_SHARD over {req.num_gpus} GPUs per node"
+        else:
+            degree, label = n, f"FSDP {req.fsdp_strategy} over {n} GPUs"
+        off = req.offload
+        return Sharding(degree, degree, degree, off, off, off, label + (" + CPU offload" if off else ""))
+    if req.distribution == "deepspeed":
+        stage = req.zero_stage
+        params = n if stage == 3 else 1
+        grads = n if stage >= 2 else 1
+        optim = n if stage >= 1 else 1
+        label = f"DeepSpeed ZeRO-{stage} over {n} GPUs" + (" + offload" if req.offload else "")
+        return Sharding(params, grads, optim, req.offload_params, req.offload and stage >= 2, req.offload, label)
+    return Sharding(label="DDP (replicated)" if req.distribution == "ddp" else "single GPU")
+
+
+# ---------------------------------------------------------------- model states
+
+
+def model_state_terms(inv: ParamInventory, req: EstimateRequest) -> tuple[dict[str, float], dict[str, float]]:
+    """Weights, gradients, master copy and optimizer moments: (GPU terms, host terms), per device."""
+    sb, sh = state_bytes(req), sharding(req)
+    gpu: dict[str, float] = {}
+    host: dict[str, float] = {}
+    weights = {
+        "weights": inv.frozen_dense * frozen_weight_bytes(req) / sh.params
+        + (0 if req.is_adapter else inv.trainable * sb.weight / sh.params),
+        "weights_quantized": quantized_weight_bytes(inv, req) / sh.params,
+        "adapter_weights": inv.trainable * sb.weight / sh.params if req.is_adapter else 0.0,
+    }
+    (host if sh.params_on_host else gpu).update(weights)
+    gpu["quant_constants"] = quant_constant_bytes(inv, req)
+    optim = {"master_weights": inv.trainable * sb.master / sh.optim,
+             "optimizer_states": inv.trainable * sb.moments / sh.optim}
+    (host if sh.optim_on_host else gpu).update(optim)
+    if req.distribution == "deepspeed" and req.offload:
+        # ZeRO-Offload keeps an fp32 gradient partition next to the CPU optimizer
+        host["gradients"] = inv.trainable * 4 / req.world_size
+        gpu["gradients"] = 0.0 if sh.grads_on_host else inv.trainable * sb.grad / sh.grads
+    else:
+        (host if sh.grads_on_host else gpu)["gradients"] = inv.trainable * sb.grad / sh.grads
+    gpu["autocast_copies"] = inv.trainable * sb.autocast_copy
+    return gpu, host
+
+
+# ---------------------------------------------------------------- activations
+
+
+def layer_activation_parts(shape: ModelShape, req: EstimateRequest) -> dict[str, float]:
+    """Bytes autograd keeps per token for one decoder layer, by origin."""
+    a = req.compute_bytes
+    h, i = shape.hidden_size, shape.intermediate_size
+    full = req.tuner == "full"
+    return {
+        "norms": 2 * _norm_bytes(req, h, trainable=full) + _qk_norm_bytes(shape, req),
+        "linear_inputs": _linear_input_bytes(shape, req),
+        "attention": _attention_bytes(shape, req),
+        "mlp": (2 if req.liger_kernel else 3) * a * i,  # silu input, silu output, up output (liger recomputes silu)
+    }
+
+
+def _norm_bytes(req: EstimateRequest, width: int, trainable: bool) -> float:
+    """HF RMSNorm saves its input upcast to fp32; with a trainable weight also the normalised 16-bit value."""
+    a = req.compute_bytes
+    if req.liger_kernel:
+        return a * width  # liger's RMSNorm keeps the input and a per-row rstd only
+    return 4 * width + (a * width if trainable else 0)
+
+
+def _qk_norm_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    if not shape.qk_norm:
+        return 0.0
+    return _norm_bytes(req, shape.q_dim, req.tuner == "full") + _norm_bytes(req, shape.kv_dim, req.tuner == "full")
+
+
+def _linear_input_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Inputs linear layers keep for their weight gradients.
+
+    Full fine-tuning: one shared input for q/k/v, the attention output for o_proj, one
+    shared input for gate/up, the SwiGLU product for down_proj. LoRA: frozen base layers keep
+    nothing, but every adapted module keeps its own copy of the input (PEFT casts it to the
+    adapter dtype and applies dropout: 1-byte mask + 16-bit copy), plus lora_A's r-wide output.
+    """
+    a = req.compute_bytes
+    if req.tuner == "full":
+        return a * (2 * shape.hidden_size + shape.q_dim + shape.intermediate_size)
+    per_input = (1 + a) if req.lora_dropout > 0 else a
+    targets = set(req.resolved_targets)
+    return sum(per_input * s.in_features + a * req.lora_rank for s in shape.linear_layers() if s.name in targets)
+
+
+def _attention_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """SDPA keeps q, k, v, its output and an fp32 logsumexp; no s x s matrix.
+
+    transformers' SDPA path expands k/v to all heads (repeat_kv) before the call, so the saved
+    k/v are q-sized under GQA; flash-attention-2 keeps them at kv size. eager attention
+    materialises the fp32 softmax and its 16-bit copy: heads * seq per token (the s^2 term).
+    """
+    a = req.compute_bytes
+    kv_saved = shape.kv_dim if req.attn_implementation == "flash_attention_2" else shape.q_dim
+    saved = a * (2 * shape.q_dim + 2 * kv_saved) + 4 * shape.num_heads
+    if req.attn_implementation == "eager":
+        saved += shape.num_heads * req.max_length * (4 + a)
+    return saved
+
+
+def activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """All saved activations at the start of backward, plus backward's transient gradients.
+
+    With gradient checkpointing each layer keeps only its 16-bit input, and one layer's full
+    set is rebuilt at a time (the recomputation window).
+    """
+    tokens = req.batch_size * req.max_length
+    a = req.compute_bytes
+    per_layer = sum(layer_activation_parts(shape, req).values()) * tokens
+    lm_head_trainable = req.tuner == "full"
+    final = tokens * (_norm_bytes(req, shape.hidden_size, lm_head_trainable)
+                      + (a * shape.hidden_size if lm_head_trainable else 0))
+    transient = tokens * a * (2 * shape.intermediate_size + 2 * shape.hidden_size)
+    if req.gradient_checkpointing:
+        stored = shape.num_layers * a * shape.hidden_size * tokens + per_layer
+    else:
+        stored = shape.num_layers * per_layer
+    return stored + final + transient
+
+
+def logits_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Logits and the loss: three fp32 batch*seq*vocab tensors at the start of backward.
+
+    (In forward: 16-bit logits + fp32 upcast + saved log-softmax, no more than that.) Liger's
+    fused linear-cross-entropy never materialises them: about one fp32 hidden-sized chunk.
+    """
+    tokens = req.batch_size * req.max_length
+    if req.liger_kernel:
+        return tokens * shape.hidden_size * (4 + 2 * req.compute_bytes)
+    return tokens * req.loss_token_fraction * shape.vocab_size * LOGIT_BYTES
+
+
+# ---------------------------------------------------------------- sharding working memory
+
+
+@dataclass(frozen=True)
+class UnitSizes:
+    """FSDP units under TRANSFORMER_BASED_WRAP: one per decoder layer, plus the root unit
+    (embeddings + final norm + lm_head), which FSDP1 keeps unsharded from forward to backward."""
+
+    layer_gathered: float
+    layer_trainable: int
+    root_gathered: float
+    root_trainable: int
+
+
+def unit_sizes(shape: ModelShape, req: EstimateRequest) -> UnitSizes:
+    c = req.compute_bytes
+    lora = lora_params_per_layer(shape, req) if req.is_adapter else 0
+    if req.tuner == "qlora":
+        quant = shape.linear_weight_params_per_layer
+        layer = quant * (NF4_BYTES if req.quant_bits == 4 else 1) + c * (shape.params_per_layer - quant + lora)
+    else:
+        layer = c * (shape.params_per_layer + lora)
+    root_params = shape.embedding_params + shape.lm_head_params + shape.final_norm_params
+    return UnitSizes(
+        layer_gathered=layer,
+        layer_trainable=shape.params_per_layer if req.tuner == "full" else lora,
+        root_gathered=c * root_params,
+        root_trainable=root_params if req.tuner == "full" else 0,
+    )
+
+
+def sharding_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Unsharded parameters and gradients that exist only while a unit computes."""
+    c = req.compute_bytes
+    if req.distribution == "fsdp":
+        u = unit_sizes(shape, req)
+        grads = c * (u.root_trainable + u.layer_trainable)
+        if req.fsdp_strategy in ("FULL_SHARD", "HYBRID_SHARD"):
+            return u.root_gathered + 2 * u.layer_gathered + grads  # current unit + the prefetched one
+        if req.fsdp_strategy == "SHARD_GRAD_OP" or req.mixed_precision:
+            # SHARD_GRAD_OP keeps every unit gathered from its forward until its backward;
+            # NO_SHARD under mixed precision likewise keeps the 16-bit compute copies
+            return u.root_gathered + shape.num_layers * u.layer_gathered + grads
+        return grads
+    if req.distribution == "deepspeed" and req.zero_stage == 3:
+        largest = shape.largest_module_params
+        trainable = largest if req.tuner == "full" else max(
+            (req.lora_rank * (s.in_features + s.out_features) for s in shape.linear_layers()
+             if s.name in set(req.resolved_targets)), default=0)
+        h2 = shape.hidden_size**2
+        gathered = c * (largest + ZERO3_PREFETCH_FACTOR * h2)
+        return gathered + c * (trainable + min(h2, _trainable_count(shape, req)))
+    return 0.0
+
+
+def _trainable_count(shape: ModelShape, req: EstimateRequest) -> int:
+    return shape.total_params if req.tuner == "full" else lora_params(shape, req)
+
+
+def comm_buffer_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
+    """DDP's gradient buckets (a full copy of the gradients) and ZeRO-1/2's reduce/allgather buckets."""
+    if req.distribution == "ddp" and req.world_size > 1:
+        return inv.trainable * state_bytes(req).grad
+    if req.distribution == "deepspeed" and req.zero_stage in (1, 2):
+        elements = min(ZERO2_OVERLAP_FACTOR * ZERO2_BUCKET_ELEMENTS, inv.trainable)
+        return 2 * req.compute_bytes * elements
+    return 0.0
+
+
+def optimizer_step_temp_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
+    """adamw_foreach allocates one state-sized temporary (sqrt of the second moment) in step().
+
+    The fused AdamW (transformers' current default, and DeepSpeed's FusedAdam) does not.
+    """
+    sh = sharding(req)
+    if req.optimizer != "adamw_foreach" or sh.optim_on_host or req.distribution == "deepspeed":
+        return 0.0
+    return inv.trainable * state_bytes(req).moments / 2 / sh.optim
+
+
+def cuda_context_bytes(req: EstimateRequest) -> float:
+    return CUDA_CONTEXT_BYTES + (NCCL_BUFFER_BYTES if req.world_size > 1 else 0)
+
+
+# ---------------------------------------------------------------- host RAM
+
+
+def host_load_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Host RAM taken by weights while the model loads, per node.
+
+    single / DDP / QLoRA stream safetensors shards straight to the GPU (device_map); FSDP with
+    cpu_ram_efficient_loading loads one full copy on rank 0; ZeRO-3 partitions while loading;
+    ZeRO-0/1/2 load a full copy in every process before moving it to the GPU.
+    """
+    load_bytes = shape.total_params * DTYPE_BYTES[req.weight_dtype]
+    shard = min(load_bytes, CHECKPOINT_SHARD_BYTES)
+    if req.tuner == "qlora" or req.distribution in ("single", "ddp"):
+        return req.num_gpus * shard
+    if req.distribution == "fsdp":
+        return load_bytes if req.fsdp_cpu_ram_efficient_loading else req.num_gpus * load_bytes
+    if req.zero_stage == 3:
+        return req.num_gpus * shard
+    return req.num_gpus * load_bytes

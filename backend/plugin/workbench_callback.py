@@ -1,0 +1,245 @@
+"""Runs INSIDE the swift training process (every rank): appends to the run's events.jsonl.
+
+Loaded by `swift sft --external_plugins <this file> --callbacks workbench_events`; swift
+builds the callback as `cls(args, trainer)`. Configuration comes from the environment the
+workbench sets: WORKBENCH_RUN_DIR, and for fp16 WORKBENCH_LOSS_SCALE_INIT /
+WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL / WORKBENCH_INJECT_OVERFLOW_STEPS.
+
+Cost per step: nothing is read from the GPU between logging steps. The loss scale is
+compared with its previous value as device tensors (no synchronisation), which counts
+every overflow exactly even when several happen between two logs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+from transformers import TrainerCallback
+
+from backend.events import EVENTS_FILE_NAME, EventWriter
+from swift.callbacks import callbacks_map
+
+LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _finite_or_none(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class WorkbenchEventsCallback(TrainerCallback):
+    def __init__(self, args: Any = None, trainer: Any = None):
+        self.trainer = trainer
+        run_dir = Path(os.environ.get("WORKBENCH_RUN_DIR", getattr(args, "output_dir", ".") or "."))
+        self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=_rank())
+        self.inject_steps = {int(s) for s in os.environ.get("WORKBENCH_INJECT_OVERFLOW_STEPS", "").split(",") if s}
+        self._inject_now = False
+        self._prev_scale: torch.Tensor | None = None
+        self._drops: torch.Tensor | None = None
+        self._tokens = 0
+        self._last_log = (time.monotonic(), 0, 0)  # time, step, tokens
+        self._start = time.monotonic()
+        self._peak_rss = 0
+
+    # ------------------------------------------------------------ begin
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        accelerator = self.trainer.accelerator
+        if args.fp16 and accelerator.scaler is None and accelerator.device.type == "cpu":
+            self._install_cpu_scaler(accelerator)
+        self._count_tokens()
+        self._hook_overflow_injection()
+        model = self.trainer.model
+        params = list(model.parameters())
+        scaler, reason = self._scaler_description()
+        self._last_log = (time.monotonic(), state.global_step, 0)
+        self.writer.write(
+            "run_begin",
+            precision="fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
+            mixed_precision=str(accelerator.mixed_precision),
+            scaler=scaler,
+            scaler_reason=reason,
+            distributed_type=str(accelerator.distributed_type).split(".")[-1],
+            world_size=accelerator.num_processes,
+            devices=[str(accelerator.device)],
+            trainable_params=sum(p.numel() for p in params if p.requires_grad),
+            total_params=sum(p.numel() for p in params),
+            param_dtype=str(params[0].dtype).removeprefix("torch.") if params else None,
+            max_steps=state.max_steps,
+            start_step=state.global_step,
+            output_dir=args.output_dir,
+        )
+
+    def _install_cpu_scaler(self, accelerator: Any) -> None:
+        """Give a CPU fp16 run a real torch GradScaler and fp16 autocast.
+
+        accelerate refuses to build a scaler on CPU and then silently trains in fp32; the
+        pieces it would have wired are wired here after `prepare()`: the scaler, native AMP,
+        each prepared optimizer's patched step, and the trainer's autocast context.
+        """
+        from accelerate.optimizer import patch_optimizer_step
+
+        scaler = torch.amp.GradScaler(
+            "cpu",
+            init_scale=float(os.environ.get("WORKBENCH_LOSS_SCALE_INIT", 65536.0)),
+            growth_interval=int(os.environ.get("WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL", 2000)),
+        )
+        accelerator.scaler = scaler
+        accelerator.native_amp = True
+        accelerator.state._mixed_precision = "fp16"
+        for optimizer in accelerator._optimizers:
+            optimizer.scaler = scaler
+            optimizer._accelerate_step_called = False
+            optimizer._optimizer_original_step_method = optimizer.optimizer.step
+            optimizer._optimizer_patched_step_method = patch_optimizer_step(optimizer, optimizer.optimizer.step)
+
+        def fp16_autocast(cache_enabled: bool | None = True):
+            return torch.autocast("cpu", dtype=torch.float16, cache_enabled=cache_enabled)
+
+        self.trainer.autocast_smart_context_manager = fp16_autocast
+
+    def _count_tokens(self) -> None:
+        """Count tokens per step from tensor shapes (metadata only, no device sync)."""
+        original = self.trainer.training_step
+
+        def counting_step(model, inputs, *args, **kwargs):
+            ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
+            if ids is not None:
+                self._tokens += ids.numel()
+            return original(model, inputs, *args, **kwargs)
+
+        self.trainer.training_step = counting_step
+
+    def _hook_overflow_injection(self) -> None:
+        """Debug option: turn one gradient to inf during backward at chosen optimizer steps,
+        before the scaler unscales, so the scaler sees a real overflow and skips the step."""
+        if not self.inject_steps:
+            return
+        trainable = next((p for p in self.trainer.model.parameters() if p.requires_grad), None)
+        if trainable is not None:
+            trainable.register_hook(lambda grad: grad * float("inf") if self._inject_now else grad)
+
+    def _scaler_description(self) -> tuple[str | None, str]:
+        accelerator = self.trainer.accelerator
+        if self._deepspeed_optimizer() is not None and self.trainer.args.fp16:
+            return "DeepSpeedDynamicLossScaler", "DeepSpeed keeps its own fp16 loss scaler"
+        if accelerator.scaler is not None:
+            return type(accelerator.scaler).__name__, "fp16 needs dynamic loss scaling (small gradients underflow)"
+        if self.trainer.args.bf16:
+            return None, "bf16 has fp32's exponent range: gradients do not underflow, no loss scaling"
+        return None, "fp32 training: no loss scaling"
+
+    def _deepspeed_optimizer(self) -> Any:
+        engine = getattr(self.trainer, "deepspeed", None) or getattr(self.trainer, "model_wrapped", None)
+        optimizer = getattr(engine, "optimizer", None)
+        return optimizer if hasattr(optimizer, "cur_scale") else None
+
+    # ------------------------------------------------------------ per step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._inject_now = (state.global_step + 1) in self.inject_steps
+
+    def on_step_end(self, args, state, control, **kwargs):
+        scaler = self.trainer.accelerator.scaler
+        scale = getattr(scaler, "_scale", None)
+        if scale is None:
+            return
+        if self._prev_scale is None:
+            self._prev_scale = scale.detach().clone()
+            self._drops = torch.zeros((), dtype=torch.int64, device=scale.device)
+            # the very first step starts from the initial scale, which we know exactly
+            initial = torch.full_like(scale, float(scaler._init_scale))
+            self._drops += (scale < initial).to(torch.int64)
+            return
+        self._drops += (scale < self._prev_scale).to(torch.int64)
+        self._prev_scale.copy_(scale)
+
+    # ------------------------------------------------------------ logging
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if any(key.startswith("eval_") for key in logs) or "train_runtime" in logs:
+            return
+        now = time.monotonic()
+        last_time, last_step, last_tokens = self._last_log
+        elapsed = max(now - last_time, 1e-9)
+        self._last_log = (now, state.global_step, self._tokens)
+        rss = psutil.Process().memory_info().rss
+        self._peak_rss = max(self._peak_rss, rss)
+        event: dict[str, Any] = {
+            "step": state.global_step,
+            "max_steps": state.max_steps,
+            "epoch": _finite_or_none(logs.get("epoch", state.epoch)),
+            **{name: _finite_or_none(logs.get(key)) for name, key in LOG_KEYS.items()},
+            "steps_per_second": (state.global_step - last_step) / elapsed,
+            "tokens_per_second": (self._tokens - last_tokens) / elapsed,
+            "rss_bytes": rss,
+            **self._loss_scale_fields(),
+        }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            event["cuda"] = [_cuda_memory(torch.cuda.current_device())]
+        self.writer.write("log", **event)
+
+    def _loss_scale_fields(self) -> dict[str, Any]:
+        ds_optimizer = self._deepspeed_optimizer()
+        if ds_optimizer is not None and self.trainer.args.fp16:
+            engine = getattr(self.trainer, "deepspeed", None) or self.trainer.model_wrapped
+            skipped = int(getattr(engine, "skipped_steps", 0))
+            return {"loss_scale": float(ds_optimizer.cur_scale), "overflow_count": skipped, "skipped_steps": skipped}
+        scaler = self.trainer.accelerator.scaler
+        if scaler is None:
+            return {"loss_scale": None, "overflow_count": 0, "skipped_steps": 0}
+        drops = int(self._drops.item()) if self._drops is not None else 0
+        # every GradScaler overflow skips that optimizer step
+        return {"loss_scale": float(scaler.get_scale()), "overflow_count": drops, "skipped_steps": drops}
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        clean = {k: _finite_or_none(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float))}
+        self.writer.write("eval", step=state.global_step, metrics=clean)
+
+    def on_save(self, args, state, control, **kwargs):
+        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        self.writer.write("checkpoint", step=state.global_step, path=path)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        peaks = []
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            peaks = [_cuda_memory(torch.cuda.current_device())]
+        self._peak_rss = max(self._peak_rss, psutil.Process().memory_info().rss)
+        self.writer.write(
+            "run_end",
+            step=state.global_step,
+            max_steps=state.max_steps,
+            status="finished",
+            runtime_seconds=time.monotonic() - self._start,
+            peak_rss_bytes=self._peak_rss,
+            cuda_peaks=peaks,
+            **self._loss_scale_fields(),
+        )
+
+
+def _cuda_memory(device: int) -> dict[str, int]:
+    """Allocator counters: host-side bookkeeping, no device synchronisation."""
+    return {
+        "device": device,
+        "allocated": torch.cuda.memory_allocated(device),
+        "reserved": torch.cuda.memory_reserved(device),
+        "max_allocated": torch.cuda.max_memory_allocated(device),
+        "max_reserved": torch.cuda.max_memory_reserved(device),
+    }
+
+
+callbacks_map["workbench_events"] = WorkbenchEventsCallback

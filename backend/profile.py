@@ -1,0 +1,362 @@
+"""The launch profile: one typed model of everything a fine-tune needs, stored as TOML.
+
+Field names follow ms-swift's argument names wherever one exists (`lora_rank`,
+`per_device_train_batch_size`, `bnb_4bit_compute_dtype` ...) and accelerate's config
+keys for the distribution block, so a user who knows those tools reads a profile at once.
+
+Files are saved atomically (temporary file + rename) and only the values that differ
+from the defaults are written, so a profile shows what is special about it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Dtype = Literal["auto", "float32", "float16", "bfloat16"]
+ComputeDtype = Literal["float32", "float16", "bfloat16"]
+
+
+class _Section(BaseModel):
+    """Base of every section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSection(_Section):
+    source: str = Field(
+        "builtin:tiny-qwen2",
+        description="Local model folder, hub id (e.g. Qwen/Qwen2.5-7B-Instruct) or builtin:tiny-qwen2.",
+    )
+    model_type: str | None = Field(None, description="ms-swift model_type; needed when swift cannot infer it.")
+    template: str | None = Field(None, description="ms-swift chat template; needed when swift cannot infer it.")
+    torch_dtype: Dtype = Field("auto", description="dtype the weights are loaded in.")
+    system: str | None = Field(None, description="Default system prompt.")
+    model_author: str | None = Field(None, description="Author name filled into swift/self-cognition.")
+    model_name: str | None = Field(None, description="Model name filled into swift/self-cognition.")
+
+
+class DataSection(_Section):
+    train: list[str] = Field(
+        default_factory=lambda: ["builtin:self-cognition"],
+        description="Training datasets: files (.jsonl/.json/.csv) or hub ids, '#N' samples N rows.",
+    )
+    val: list[str] = Field(default_factory=list, description="Validation datasets (same forms as train).")
+    split_dataset_ratio: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Fraction of train held out for evaluation when val is empty."
+    )
+
+
+class TunerSection(_Section):
+    type: Literal["full", "lora", "qlora"] = Field("lora", description="full fine-tune, LoRA, or QLoRA (4/8-bit base).")
+    lora_rank: int = Field(8, ge=1, le=4096, description="LoRA rank r.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / rank).")
+    lora_dropout: float = Field(0.05, ge=0.0, lt=1.0, description="Dropout on the LoRA branch.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["all-linear"],
+        description="Modules that get adapters: all-linear, or names such as q_proj v_proj.",
+    )
+    quant_bits: Literal[4, 8] = Field(4, description="QLoRA: bits of the frozen base weights.")
+    quant_method: Literal["bnb"] = Field("bnb", description="QLoRA: quantisation library (bitsandbytes).")
+    bnb_4bit_quant_type: Literal["nf4", "fp4"] = Field("nf4", description="QLoRA: 4-bit data type.")
+    bnb_4bit_use_double_quant: bool = Field(True, description="QLoRA: quantise the quantisation constants too.")
+    bnb_4bit_compute_dtype: ComputeDtype = Field("bfloat16", description="QLoRA: dtype of the matmuls.")
+    bnb_4bit_quant_storage: ComputeDtype | None = Field(
+        None, description="QLoRA: storage dtype of packed weights; must equal the compute dtype under FSDP."
+    )
+
+
+class PrecisionSection(_Section):
+    bf16: bool = Field(False, description="bf16 mixed precision (Ampere or newer GPU, or CPU).")
+    fp16: bool = Field(False, description="fp16 mixed precision with dynamic loss scaling.")
+    tf32: bool = Field(False, description="Allow TF32 matmuls on Ampere+ GPUs (fp32 range, 10-bit mantissa).")
+    loss_scale_init: float = Field(65536.0, gt=0, description="fp16: initial dynamic loss scale.")
+    loss_scale_growth_interval: int = Field(
+        2000, ge=1, description="fp16: steps without overflow before the scale doubles."
+    )
+
+    @property
+    def mode(self) -> Literal["fp32", "fp16", "bf16"]:
+        if self.bf16:
+            return "bf16"
+        return "fp16" if self.fp16 else "fp32"
+
+
+ShardingStrategy = Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"]
+
+
+class FsdpSection(_Section):
+    version: Literal[1, 2] = Field(1, description="FSDP version (2 = per-parameter sharding, fully_shard).")
+    sharding_strategy: ShardingStrategy = Field("FULL_SHARD", description="What is sharded across processes.")
+    cpu_offload: bool = Field(False, description="Keep parameters and optimizer state in host RAM.")
+    auto_wrap_policy: Literal["TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"] = Field(
+        "TRANSFORMER_BASED_WRAP", description="How the model is split into FSDP units."
+    )
+    transformer_layer_cls_to_wrap: str | None = Field(
+        None, description="Decoder layer class to wrap; detected from the model's architecture when empty."
+    )
+    min_num_params: int = Field(100_000_000, ge=1, description="SIZE_BASED_WRAP: parameters per unit.")
+    activation_checkpointing: bool = Field(False, description="FSDP-native activation checkpointing.")
+    state_dict_type: Literal["FULL_STATE_DICT", "SHARDED_STATE_DICT"] = Field(
+        "SHARDED_STATE_DICT", description="How checkpoints are saved."
+    )
+    cpu_ram_efficient_loading: bool = Field(True, description="Only rank 0 loads weights into host RAM.")
+    sync_module_states: bool = Field(True, description="Broadcast rank 0's weights (needed with the above).")
+    use_orig_params: bool = Field(True, description="Keep original parameters (needed for LoRA).")
+    forward_prefetch: bool = Field(False, description="Prefetch the next unit in forward.")
+    backward_prefetch: Literal["BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"] = Field(
+        "BACKWARD_PRE", description="When to prefetch the next unit in backward."
+    )
+
+
+class DeepSpeedSection(_Section):
+    stage: Literal[2, 3] = Field(2, description="ZeRO stage: 2 shards gradients+optimizer, 3 also parameters.")
+    offload_optimizer: bool = Field(False, description="Optimizer state in host RAM.")
+    offload_param: bool = Field(False, description="ZeRO-3: parameters in host RAM.")
+
+
+class DistributionSection(_Section):
+    strategy: Literal["single", "ddp", "fsdp", "deepspeed"] = Field("single", description="How processes share the work.")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when an NVIDIA GPU is present.")
+    nproc_per_node: int = Field(1, ge=1, le=1024, description="Processes per machine (one per GPU).")
+    gpu_ids: list[int] = Field(default_factory=list, description="GPUs to use (CUDA_VISIBLE_DEVICES); empty = all.")
+    num_machines: int = Field(1, ge=1, description="Machines taking part.")
+    machine_rank: int = Field(0, ge=0, description="This machine's rank (0 is the main one).")
+    main_process_ip: str = Field("", description="Address of machine 0, reachable from every machine.")
+    main_process_port: int = Field(29500, ge=1, le=65535, description="Rendezvous port on machine 0.")
+    rdzv_backend: Literal["static", "c10d"] = Field("static", description="torch elastic rendezvous backend.")
+    fsdp: FsdpSection = Field(default_factory=FsdpSection)
+    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.num_machines
+
+
+class TrainingSection(_Section):
+    num_train_epochs: float = Field(1.0, gt=0, description="Epochs (ignored when max_steps > 0).")
+    max_steps: int = Field(-1, ge=-1, description="Optimizer steps; -1 = decided by epochs.")
+    per_device_train_batch_size: int = Field(1, ge=1, description="Sequences per process per step.")
+    per_device_eval_batch_size: int = Field(1, ge=1, description="Sequences per process per eval step.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    learning_rate: float = Field(1e-4, gt=0, description="Peak learning rate.")
+    lr_scheduler_type: Literal["cosine", "linear", "constant", "constant_with_warmup"] = Field(
+        "cosine", description="Learning-rate schedule."
+    )
+    warmup_ratio: float = Field(0.0, ge=0.0, le=1.0, description="Fraction of steps spent warming up.")
+    weight_decay: float = Field(0.1, ge=0.0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    max_length: int = Field(2048, ge=8, description="Longest sequence in tokens (longer rows are truncated).")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in backward to save memory.")
+    gradient_checkpointing_use_reentrant: bool | None = Field(
+        None, description="torch checkpoint use_reentrant; must be false under DDP."
+    )
+    logging_steps: int = Field(5, ge=1, description="Log loss every N steps.")
+    eval_steps: int = Field(100, ge=1, description="Evaluate every N steps.")
+    save_steps: int = Field(100, ge=1, description="Save a checkpoint every N steps.")
+    save_total_limit: int = Field(2, ge=1, description="Checkpoints kept.")
+    seed: int = Field(42, description="Random seed.")
+    dataloader_num_workers: int = Field(0, ge=0, description="Data loader worker processes.")
+
+
+class OutputSection(_Section):
+    output_dir: str = Field("", description="Where swift writes checkpoints; empty = inside the run folder.")
+    report_to: list[str] = Field(default_factory=lambda: ["none"], description="Trackers: none, tensorboard, wandb ...")
+
+
+class DebugSection(_Section):
+    inject_overflow_steps: list[int] = Field(
+        default_factory=list, description="fp16: make the gradient non-finite at these optimizer steps."
+    )
+
+
+ScalarArg = str | int | float | bool | list[str]
+
+
+class LaunchProfile(BaseModel):
+    """Everything needed to launch one fine-tune."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str = Field("untitled", min_length=1, description="Short name shown in run lists.")
+    description: str = Field("", description="What this profile is for.")
+    model: ModelSection = Field(default_factory=ModelSection)
+    data: DataSection = Field(default_factory=DataSection)
+    tuner: TunerSection = Field(default_factory=TunerSection)
+    precision: PrecisionSection = Field(default_factory=PrecisionSection)
+    distribution: DistributionSection = Field(default_factory=DistributionSection)
+    training: TrainingSection = Field(default_factory=TrainingSection)
+    output: OutputSection = Field(default_factory=OutputSection)
+    debug: DebugSection = Field(default_factory=DebugSection)
+    extra_swift_args: dict[str, ScalarArg] = Field(
+        default_factory=dict, description="Further `swift sft` arguments, passed as --key value."
+    )
+
+    @model_validator(mode="after")
+    def _extra_args_are_names(self) -> LaunchProfile:
+        for key in self.extra_swift_args:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
+                raise ValueError(f"extra_swift_args key {key!r} is not a swift argument name (lower_snake_case)")
+        return self
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ProfileProblem(BaseModel):
+    """One thing wrong with a profile file."""
+
+    file: str
+    key: str = ""
+    line: int | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        key = f" [{self.key}]" if self.key else ""
+        return f"{where}:{key} {self.message}"
+
+
+class ProfileError(Exception):
+    """A profile could not be read; carries every problem found."""
+
+    def __init__(self, problems: list[ProfileProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+# ---------------------------------------------------------------- load / save
+
+
+def load_profile(path: str | Path) -> LaunchProfile:
+    """Read and validate a TOML profile; raise ProfileError naming file, key and line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError([ProfileProblem(file=str(path), message="no such file; check the path")]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ProfileError([ProfileProblem(file=str(path), message=f"cannot read: {err}")]) from None
+    return parse_profile(text, source=str(path))
+
+
+def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        line = getattr(err, "lineno", None)
+        raise ProfileError([ProfileProblem(file=source, line=line, message=f"not valid TOML: {err}")]) from None
+    try:
+        return LaunchProfile.model_validate(data)
+    except ValidationError as err:
+        raise ProfileError(_problems_from_validation(err, text, source)) from None
+
+
+def profile_to_toml(profile: LaunchProfile) -> str:
+    """Canonical TOML: only non-default values, sections in schema order."""
+    data = profile.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+    full = profile.model_dump(mode="json")
+    # the keys a reader looks for first are written even when they hold the default
+    ordered: dict[str, Any] = {"name": profile.name}
+    for key, value in full.items():
+        if key in data or key in ALWAYS_WRITTEN:
+            section = data.get(key, {} if isinstance(value, dict) else value)
+            if isinstance(section, dict):
+                for sub in ALWAYS_WRITTEN.get(key, ()):
+                    section = {sub: value[sub], **section}
+            ordered[key] = section
+    return tomli_w.dumps(ordered, multiline_strings=True)
+
+
+ALWAYS_WRITTEN: dict[str, tuple[str, ...]] = {"model": ("source",), "data": ("train",), "tuner": ("type",)}
+
+
+def save_profile(profile: LaunchProfile, path: str | Path) -> Path:
+    """Write atomically: readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, profile_to_toml(profile))
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------- error helpers
+
+
+def _problems_from_validation(err: ValidationError, text: str, source: str) -> list[ProfileProblem]:
+    problems = []
+    for item in err.errors():
+        loc = [str(part) for part in item["loc"] if not isinstance(part, int)]
+        # pydantic reports the member of a union it tried; drop those type tags
+        loc = [part for part in loc if not part.startswith(("list[", "function-", "literal["))]
+        problems.append(
+            ProfileProblem(
+                file=source,
+                key=".".join(loc),
+                line=find_key_line(text, loc),
+                message=_describe(item),
+            )
+        )
+    return problems
+
+
+def _describe(item: dict[str, Any]) -> str:
+    kind = item["type"]
+    value = item.get("input")
+    if kind == "extra_forbidden":
+        return "unknown key; remove it or check its spelling (see `workbench show --schema`)"
+    if kind == "literal_error":
+        expected = item.get("ctx", {}).get("expected", "")
+        return f"{value!r} is not allowed; use one of {expected}"
+    if kind == "missing":
+        return "required key is missing"
+    return f"{value!r}: {item['msg']}"
+
+
+def find_key_line(text: str, loc: list[str]) -> int | None:
+    """Best-effort line number of a dotted key inside TOML text (1-based)."""
+    if not loc:
+        return None
+    *tables, key = loc
+    lines = text.splitlines()
+    start = 0
+    if tables:
+        header = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, tables)) + r"\s*\]\s*(#.*)?$")
+        found = next((i for i, line in enumerate(lines) if header.match(line)), None)
+        if found is None:
+            return None
+        start = found + 1
+    for i in range(start, len(lines)):
+        if re.match(r"^\s*\[", lines[i]):
+            break
+        if re.match(r"^\s*" + re.escape(key) + r"\s*=", lines[i]):
+            return i + 1
+    return start if tables else None
+
+
+def field_help(section: str, name: str) -> str:
+    """One-line help text of a profile field, for the TUI and `show --schema`."""
+    model: type[BaseModel] = LaunchProfile
+    for part in section.split(".") if section else []:
+        model = model.model_fields[part].annotation  # type: ignore[assignment]
+    info = model.model_fields[name]
+    return info.description or ""

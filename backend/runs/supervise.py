@@ -1,0 +1,51 @@
+"""The run's supervisor: session leader of a run, parent of the launcher, keeper of state.json.
+
+`python -m backend.runs.supervise RUN_DIR` reads the argv from command.json, starts it,
+waits, and records how it ended (exit code, signal, reason from the log). It ignores
+SIGHUP and SIGINT, so only `workbench stop` (which signals every process of the run) or the
+end of training ends it. Stdlib + pydantic only: no torch in this process.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from backend.runs.diagnose import describe_exit
+from backend.runs.layout import RunFolder
+
+
+def supervise(run: RunFolder) -> int:
+    command = run.read_command()
+    state = run.read_state()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM to the supervisor alone is passed on to the launcher, which ends its workers
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward_term(signum: int, _frame: object) -> None:
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward_term)
+    child = subprocess.Popen(command["argv"], cwd=command.get("cwd") or str(run.path), stdin=subprocess.DEVNULL,
+                             # the launcher gets default signal handling back
+                             preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
+                                                 signal.signal(signal.SIGHUP, signal.SIG_IGN)))
+    run.update_state(status="running", trainer_pid=child.pid, started_at=state.started_at or time.time())
+    code = child.wait()
+    final = run.read_state()
+    status, reason, sig = describe_exit(code, run.log_tail(), stop_requested=final.stop_requested)
+    run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, ended_at=time.time())
+    return 0
+
+
+def main() -> None:
+    sys.exit(supervise(RunFolder(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

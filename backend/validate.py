@@ -1,0 +1,293 @@
+"""Pre-launch checks: profile + hardware -> every problem at once, each with field, why and fix.
+
+Errors block a launch; warnings are shown and allowed. Each rule is a small function so a
+reader can find the one that fired by its field name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from backend.hardware import HardwareInfo
+from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, looks_local
+from backend.profile import LaunchProfile
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    severity: Severity
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: [{self.field}] {self.message} Fix: {self.fix}"
+
+
+Rule = Callable[[LaunchProfile, HardwareInfo], Iterator[Problem]]
+RULES: list[Rule] = []
+
+
+def rule(func: Rule) -> Rule:
+    RULES.append(func)
+    return func
+
+
+def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None) -> list[Problem]:
+    """All problems of `profile` on `hardware`, errors first."""
+    problems = [p for check in RULES for p in check(profile, hardware)]
+    problems += list(_paths_exist(profile, base_dir))
+    return sorted(problems, key=lambda p: p.severity != "error")
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "error"]
+
+
+def _on_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> bool:
+    return profile.distribution.device == "cpu" or (profile.distribution.device == "auto" and not hardware.has_cuda)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# ---------------------------------------------------------------- precision
+
+
+@rule
+def _fp16_and_bf16(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.precision.fp16 and profile.precision.bf16:
+        yield Problem("precision.fp16", "error", "fp16 and bf16 are both on; a run uses one mixed precision.",
+                      "Turn one off: bf16 on Ampere or newer GPUs, fp16 (with loss scaling) on older ones.")
+
+
+@rule
+def _bf16_needs_hardware(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if not profile.precision.bf16 or _on_cpu(profile, hardware):
+        return
+    if hardware.has_cuda and not hardware.bf16_ready:
+        names = ", ".join(f"{g.name} (sm {g.compute_capability})" for g in hardware.gpus)
+        yield Problem("precision.bf16", "error",
+                      f"bf16 asked but this machine is not bf16-ready (needs CUDA >= 11, compute capability "
+                      f">= 8.0, NCCL >= 2.10); found: {names}, CUDA driver {hardware.cuda_driver_version}.",
+                      "Use fp16 with dynamic loss scaling, or fp32.")
+
+
+@rule
+def _tf32_needs_ampere(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.precision.tf32 and (_on_cpu(profile, hardware) or not hardware.bf16_ready):
+        yield Problem("precision.tf32", "error",
+                      "TF32 needs an Ampere or newer NVIDIA GPU; transformers refuses it elsewhere.",
+                      "Set tf32 = false.")
+
+
+@rule
+def _fp16_on_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.precision.fp16 and _on_cpu(profile, hardware):
+        yield Problem("precision.fp16", "warning",
+                      "fp16 on CPU: the workbench runs fp16 autocast with a CPU GradScaler (real dynamic loss "
+                      "scaling), slower than fp32 on most CPUs.",
+                      "Fine for learning how loss scaling behaves; use fp32 or bf16 for speed.")
+
+
+# ---------------------------------------------------------------- tuner
+
+
+@rule
+def _qlora_needs_bitsandbytes(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.tuner.type == "qlora" and not _installed("bitsandbytes"):
+        yield Problem("tuner.type", "error", "QLoRA needs bitsandbytes, which is not installed.",
+                      "pip install bitsandbytes, or use tuner type lora.")
+
+
+@rule
+def _fsdp_qlora_storage(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    t = profile.tuner
+    if profile.distribution.strategy == "fsdp" and t.type == "qlora" and t.quant_bits == 4:
+        if t.bnb_4bit_quant_storage != t.bnb_4bit_compute_dtype:
+            yield Problem("tuner.bnb_4bit_quant_storage", "error",
+                          f"FSDP + QLoRA shards the packed 4-bit weights as {t.bnb_4bit_quant_storage or 'uint8'}; "
+                          f"FSDP needs every parameter of a unit in one dtype, the compute dtype "
+                          f"{t.bnb_4bit_compute_dtype}.",
+                          f"Set bnb_4bit_quant_storage = \"{t.bnb_4bit_compute_dtype}\".")
+
+
+@rule
+def _lora_targets(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.tuner.type != "full" and not profile.tuner.target_modules:
+        yield Problem("tuner.target_modules", "error", "LoRA needs at least one target module.",
+                      "Use [\"all-linear\"] or names such as q_proj, v_proj.")
+
+
+# ---------------------------------------------------------------- distribution
+
+
+@rule
+def _gpu_asked_without_gpu(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.distribution.device != "cuda" or hardware.has_cuda:
+        return
+    if profile.distribution.world_size > 1:
+        why = ("several processes asked on a machine without a GPU and without use_cpu: each process would run "
+               "an independent training writing into one output folder.")
+    else:
+        why = "device = cuda, but no NVIDIA GPU was found."
+    yield Problem("distribution.device", "error", why,
+                  "Set device = \"auto\" or \"cpu\" (the launch then passes --use_cpu true and gloo).")
+
+
+@rule
+def _use_cpu_overridden(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    value = profile.extra_swift_args.get("use_cpu")
+    if _on_cpu(profile, hardware) and value in (False, "false") and profile.distribution.world_size > 1:
+        yield Problem("extra_swift_args.use_cpu", "error",
+                      "use_cpu = false with several CPU processes: each would train on its own into one folder.",
+                      "Remove use_cpu from extra_swift_args.")
+
+
+@rule
+def _single_means_one(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d = profile.distribution
+    if d.strategy == "single" and d.world_size > 1:
+        yield Problem("distribution.strategy", "error",
+                      f"strategy single with {d.world_size} processes.",
+                      "Choose ddp, fsdp or deepspeed, or set nproc_per_node = 1.")
+    if d.strategy == "ddp" and d.world_size == 1:
+        yield Problem("distribution.nproc_per_node", "warning", "DDP with one process is a single-process run.",
+                      "Raise nproc_per_node, or choose single.")
+
+
+@rule
+def _hybrid_needs_machines(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d = profile.distribution
+    if d.strategy == "fsdp" and d.fsdp.sharding_strategy == "HYBRID_SHARD" and d.num_machines < 2:
+        yield Problem("distribution.fsdp.sharding_strategy", "error",
+                      "HYBRID_SHARD shards inside a machine and replicates across machines; on one machine it "
+                      "is FULL_SHARD with extra communication groups.",
+                      "Use FULL_SHARD, or set num_machines >= 2.")
+
+
+@rule
+def _fsdp_on_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.distribution.strategy == "fsdp" and _on_cpu(profile, hardware):
+        yield Problem("distribution.strategy", "warning",
+                      "FSDP does not run through swift/accelerate on CPU: the launch degrades to plain DDP "
+                      "(gloo), nothing is sharded.",
+                      "Use a GPU machine for FSDP, or choose ddp here.")
+
+
+@rule
+def _deepspeed_checks(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d = profile.distribution
+    if d.strategy != "deepspeed":
+        return
+    if not _installed("deepspeed"):
+        yield Problem("distribution.strategy", "error", "DeepSpeed is not installed.",
+                      "pip install deepspeed (on the GPU machine), or use fsdp.")
+    if _on_cpu(profile, hardware):
+        yield Problem("distribution.strategy", "error", "DeepSpeed ZeRO needs NVIDIA GPUs.",
+                      "Use ddp on CPU, or run on a GPU machine.")
+    if d.deepspeed.offload_param and d.deepspeed.stage != 3:
+        yield Problem("distribution.deepspeed.offload_param", "error",
+                      "Parameter offload exists only in ZeRO-3.", "Set stage = 3, or offload_param = false.")
+
+
+@rule
+def _gradient_checkpointing_conflicts(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d, tr = profile.distribution, profile.training
+    if d.strategy == "fsdp" and d.fsdp.activation_checkpointing and tr.gradient_checkpointing:
+        yield Problem("distribution.fsdp.activation_checkpointing", "error",
+                      "FSDP activation checkpointing and training.gradient_checkpointing are both on; "
+                      "transformers refuses the pair.",
+                      "Keep one: FSDP's (wraps each unit) or gradient_checkpointing.")
+    if d.strategy == "ddp" and d.world_size > 1 and tr.gradient_checkpointing and \
+            tr.gradient_checkpointing_use_reentrant is not False:
+        yield Problem("training.gradient_checkpointing_use_reentrant", "warning",
+                      "Gradient checkpointing under DDP with reentrant checkpoints can fail with "
+                      "'Expected to mark a variable ready only once'.",
+                      "Set gradient_checkpointing_use_reentrant = false (or use DeepSpeed).")
+
+
+@rule
+def _gpu_count(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d = profile.distribution
+    if _on_cpu(profile, hardware) or not hardware.has_cuda:
+        return
+    present = {g.index for g in hardware.gpus}
+    missing = [i for i in d.gpu_ids if i not in present]
+    if missing:
+        yield Problem("distribution.gpu_ids", "error",
+                      f"GPU ids {missing} do not exist; this machine has {sorted(present)}.",
+                      "Pick ids from the GPU list.")
+    available = len(d.gpu_ids) if d.gpu_ids else len(present)
+    if d.nproc_per_node > available:
+        yield Problem("distribution.nproc_per_node", "error",
+                      f"{d.nproc_per_node} processes per machine asked, {available} GPU(s) available.",
+                      f"Set nproc_per_node <= {available}.")
+    if d.gpu_ids and len(d.gpu_ids) != d.nproc_per_node:
+        yield Problem("distribution.gpu_ids", "warning",
+                      f"{len(d.gpu_ids)} GPU ids for {d.nproc_per_node} processes; each process takes one GPU.",
+                      "Make nproc_per_node equal the number of GPU ids.")
+
+
+@rule
+def _multi_node(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    d = profile.distribution
+    if d.num_machines > 1 and not d.main_process_ip:
+        yield Problem("distribution.main_process_ip", "error",
+                      "Several machines need the address of machine 0.",
+                      "Set main_process_ip to an address every machine can reach.")
+    if d.machine_rank >= d.num_machines:
+        yield Problem("distribution.machine_rank", "error",
+                      f"machine_rank {d.machine_rank} with {d.num_machines} machine(s).",
+                      f"Use a rank from 0 to {d.num_machines - 1}.")
+
+
+@rule
+def _extra_args_collide(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    managed = {"model", "dataset", "output_dir", "tuner_type", "external_plugins", "callbacks", "add_version",
+               "bf16", "fp16", "deepspeed", "max_length", "learning_rate"}
+    for key in profile.extra_swift_args:
+        if key in managed:
+            yield Problem(f"extra_swift_args.{key}", "error",
+                          f"{key} is set by the profile itself; two values would be passed.",
+                          "Set it in its own section of the profile.")
+
+
+# ---------------------------------------------------------------- files
+
+
+def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+    source = profile.model.source
+    if is_builtin(source):
+        from backend.demo.build import BUILTIN_MODELS
+
+        if source.removeprefix(BUILTIN_PREFIX) not in BUILTIN_MODELS:
+            yield Problem("model.source", "error", f"unknown built-in model {source!r}.",
+                          f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_MODELS)}.")
+    elif looks_local(source) and not _resolve(source, base_dir).is_dir():
+        yield Problem("model.source", "error", f"model folder {source!r} does not exist.",
+                      "Give an existing folder holding config.json, or a hub id.")
+    for key in ("train", "val"):
+        for ref in getattr(profile.data, key):
+            path_part = ref.partition("#")[0]
+            if is_builtin(ref):
+                if ref.removeprefix(BUILTIN_PREFIX) not in BUILTIN_DATASETS:
+                    yield Problem(f"data.{key}", "error", f"unknown built-in dataset {ref!r}.",
+                                  f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_DATASETS)}.")
+            elif looks_local(path_part) and not _resolve(path_part, base_dir).is_file():
+                yield Problem(f"data.{key}", "error", f"dataset file {path_part!r} does not exist.",
+                              "Give an existing .jsonl/.json/.csv file, or a hub id.")
+
+
+def _resolve(ref: str, base_dir: Path | None) -> Path:
+    path = Path(ref).expanduser()
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+        return base_dir / path
+    return path
