@@ -106,6 +106,7 @@ def build_launch(
     ds_path = run_dir / DEEPSPEED_CONFIG_NAME if ds_config else None
     argv = [
         python, "-m", "accelerate.commands.launch", "--config_file", str(config_path),
+        *rendezvous_args(profile, rank),
         "-m", "swift.cli.sft",
         *swift_sft_args(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path),
     ]
@@ -114,6 +115,20 @@ def build_launch(
         argv=argv, env=env, cwd=str(run_dir), accelerate_config=config, accelerate_config_path=config_path,
         output_dir=output_dir, deepspeed_config=ds_config, deepspeed_config_path=ds_path,
     )
+
+
+def rendezvous_args(profile: LaunchProfile, machine_rank: int) -> list[str]:
+    """accelerate launch flags that place this machine in a multi-machine run.
+
+    On the command line, not only in the config file: accelerate ignores the config's
+    `rdzv_backend` (its argparse default is not None, so the file never fills it in), and
+    with the rank on the line each machine's command says which machine it is.
+    """
+    d = profile.distribution
+    if d.num_machines == 1:
+        return []
+    return ["--machine_rank", str(machine_rank), "--main_process_ip", d.main_process_ip,
+            "--main_process_port", str(d.main_process_port), "--rdzv_backend", d.rdzv_backend]
 
 
 def launch_env(profile: LaunchProfile, run_dir: Path) -> dict[str, str]:

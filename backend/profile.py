@@ -15,7 +15,7 @@ import re
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -251,7 +251,9 @@ def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        line = getattr(err, "lineno", None)
+        # Python < 3.14 keeps the position only in the message: "(at line 2, column 7)"
+        found = re.search(r"at line (\d+)", str(err))
+        line = getattr(err, "lineno", None) or (int(found.group(1)) if found else None)
         raise ProfileError([ProfileProblem(file=source, line=line, message=f"not valid TOML: {err}")]) from None
     try:
         return LaunchProfile.model_validate(data)
@@ -323,7 +325,7 @@ def _describe(item: dict[str, Any]) -> str:
     kind = item["type"]
     value = item.get("input")
     if kind == "extra_forbidden":
-        return "unknown key; remove it or check its spelling (see `workbench show --schema`)"
+        return "unknown key; remove it or check its spelling (`workbench schema` lists every key)"
     if kind == "literal_error":
         expected = item.get("ctx", {}).get("expected", "")
         return f"{value!r} is not allowed; use one of {expected}"
@@ -351,6 +353,25 @@ def find_key_line(text: str, loc: list[str]) -> int | None:
         if re.match(r"^\s*" + re.escape(key) + r"\s*=", lines[i]):
             return i + 1
     return start if tables else None
+
+
+def schema_rows(model: type[BaseModel] = LaunchProfile, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted key, type, default, help) for every leaf key of the profile."""
+    rows = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows += schema_rows(annotation, f"{prefix}{name}.")
+            continue
+        default = info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+        rows.append((prefix + name, _type_name(annotation), repr(default), info.description or ""))
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return "one of " + "|".join(str(arg) for arg in get_args(annotation))
+    return str(annotation).replace("typing.", "") if get_args(annotation) else annotation.__name__
 
 
 def field_help(section: str, name: str) -> str:

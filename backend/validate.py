@@ -97,6 +97,15 @@ def _fp16_on_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Pro
                       "Fine for learning how loss scaling behaves; use fp32 or bf16 for speed.")
 
 
+@rule
+def _overflow_injection_needs_fp16(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.debug.inject_overflow_steps and not profile.precision.fp16:
+        yield Problem("debug.inject_overflow_steps", "error",
+                      "an injected overflow is only caught by an fp16 loss scaler; without one the non-finite "
+                      "gradient would reach the weights.",
+                      "Set precision.fp16 = true, or empty inject_overflow_steps.")
+
+
 # ---------------------------------------------------------------- tuner
 
 

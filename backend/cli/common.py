@@ -29,8 +29,14 @@ def resolve_profile_path(name_or_path: str | Path) -> Path:
     return SHIPPED_PROFILES_DIR / f"{name_or_path}.toml"
 
 
+def print_error(message: str) -> None:
+    """One error line: the text is printed as is (no markup, no wrapping), so keys such as
+    `[tuner]` survive and the line greps well."""
+    err_console.print("error: " + message, style="red", markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     raise typer.Exit(code)
 
 
@@ -40,5 +46,5 @@ def load_or_exit(name_or_path: str | Path) -> tuple[LaunchProfile, Path]:
         return load_profile(path), path.resolve()
     except ProfileError as err:
         for problem in err.problems:
-            err_console.print(f"[bold red]error:[/] {problem}", highlight=False)
+            print_error(str(problem))
         raise typer.Exit(EXIT_BAD_INPUT) from None

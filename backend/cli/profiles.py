@@ -73,7 +73,20 @@ def demo_model(
     console.print(f"{name}: built at {path}")
 
 
+def schema(section: Annotated[str | None, typer.Argument(help="Only this section, e.g. tuner.")] = None) -> None:
+    """List every profile key with its type, default and one-line help."""
+    from backend.profile import schema_rows
+
+    rows = [row for row in schema_rows() if section is None or row[0].startswith(section)]
+    if not rows:
+        fail(f"no section {section!r}; sections: model, data, tuner, precision, distribution, training, output, debug")
+    for key, kind, default, help_text in rows:
+        console.print(f"{key} ({kind}, default {default}): {help_text}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(schema)
     app.command()(show)
     app.command("validate")(check)
     app.command("demo-model")(demo_model)

@@ -18,7 +18,7 @@ DISTRIBUTIONS = ("single", "ddp", "fsdp", "deepspeed")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 ZERO_STAGES = (0, 1, 2, 3)
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
-OPTIMIZERS = ("adamw", "adamw_foreach")
+OPTIMIZERS = ("adamw", "adamw_foreach", "paged_adamw_32bit")
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 _ATTN_ALIASES = {"flash_attn": "flash_attention_2", "flash_attention_2": "flash_attention_2",
                  "fa2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
@@ -29,6 +29,12 @@ class EstimateRequest:
     """One training configuration to size. Defaults follow ms-swift's `swift sft` defaults.
 
     torch_dtype: dtype the weights are loaded in; None = the precision's dtype (fp32 -> fp32).
+    adapter_dtype: dtype of LoRA weights; None = fp32 (PEFT's autocast_adapter_dtype default);
+      the QLoRA reference code casts them to bf16.
+    optimizer: adamw = torch fused AdamW (transformers' default since torch 2.8; no temporaries),
+      adamw_foreach = torch AdamW before that (one state-sized temporary in step()),
+      paged_adamw_32bit = bitsandbytes, fp32 states whatever the parameter dtype (paged: the
+      driver may move them to host under pressure; counted on the GPU here).
     offload: move optimizer state to host RAM (and, for FSDP and ZeRO-3, parameters too;
       `offload_param=False` keeps ZeRO-3 parameters on the GPU).
     loss_token_fraction: share of positions whose logits are materialised (ms-swift's
@@ -40,6 +46,7 @@ class EstimateRequest:
     lora_alpha: int = 32  # does not change memory; kept so a request mirrors a profile
     lora_dropout: float = 0.05
     target_modules: tuple[str, ...] = ("all-linear",)
+    adapter_dtype: str | None = None
     quant_bits: int = 4
     double_quant: bool = True
     precision: str = "bf16"
@@ -99,6 +106,13 @@ class EstimateRequest:
         return self.tuner in ("lora", "qlora")
 
     @property
+    def effective_fsdp_strategy(self) -> str:
+        """FSDP falls back to NO_SHARD when there is nobody to shard with (it warns and switches)."""
+        if self.fsdp_strategy == "HYBRID_SHARD":
+            return "HYBRID_SHARD" if self.num_gpus > 1 else "NO_SHARD"
+        return self.fsdp_strategy if self.world_size > 1 else "NO_SHARD"
+
+    @property
     def offload_params(self) -> bool:
         """Whether parameters (not only optimizer state) live in host RAM."""
         if not self.offload:
@@ -133,6 +147,8 @@ def _validate(req: EstimateRequest) -> None:
     _choice("precision", req.precision, PRECISIONS)
     if req.torch_dtype is not None:
         _choice("torch_dtype", req.torch_dtype, tuple(DTYPE_BYTES))
+    if req.adapter_dtype is not None:
+        _choice("adapter_dtype", req.adapter_dtype, tuple(DTYPE_BYTES))
     _choice("distribution", req.distribution, DISTRIBUTIONS)
     _choice("fsdp_strategy", req.fsdp_strategy, FSDP_STRATEGIES)
     _choice("zero_stage", req.zero_stage, ZERO_STAGES)

@@ -10,7 +10,8 @@ Conventions (the README section explains the why):
   - plain PyTorch (single / DDP): the optimizer keeps states in the parameter's dtype, so
     pure bf16 full fine-tuning is 2 + 2 + 0 + 4 = 8, fp32 weights are 16, and fp32 weights
     under autocast add a cached 16-bit copy (18);
-  - LoRA / QLoRA adapters are fp32 (PEFT's autocast_adapter_dtype): 16 (+2 autocast copy).
+  - LoRA / QLoRA adapters are fp32 (PEFT's autocast_adapter_dtype): 16 (+2 autocast copy);
+  - bitsandbytes' paged_adamw_32bit keeps 8 bytes of moments whatever the parameter dtype.
 * Activations count the tensors autograd saves in a Llama/Qwen2 decoder layer as
   transformers runs it (RMSNorm upcast to fp32, SDPA without the s^2 score matrix, GQA k/v
   expanded by repeat_kv before SDPA, SwiGLU), plus LoRA's per-module dropout copies.
@@ -78,9 +79,15 @@ def state_bytes(req: EstimateRequest) -> StateBytes:
         # the engine casts the module to 16-bit and keeps an fp32 master copy for the optimizer
         return StateBytes(2, 2, 4, 8) if req.mixed_precision else StateBytes(4, 4, 0, 8)
     upcast = req.distribution == "fsdp" and req.mixed_precision
-    stored = 4 if (req.is_adapter or req.weight_dtype == "fp32" or upcast) else DTYPE_BYTES[req.weight_dtype]
+    if upcast:
+        stored = 4
+    elif req.is_adapter:
+        stored = DTYPE_BYTES[req.adapter_dtype or "fp32"]
+    else:
+        stored = DTYPE_BYTES[req.weight_dtype]
     autocast = 2 if (req.mixed_precision and stored == 4 and not upcast) else 0
-    return StateBytes(stored, stored, 0, 2 * stored, autocast)
+    moments = 8 if req.optimizer == "paged_adamw_32bit" else 2 * stored
+    return StateBytes(stored, stored, 0, moments, autocast)
 
 
 def frozen_weight_bytes(req: EstimateRequest) -> int:
@@ -158,12 +165,14 @@ class Sharding:
 def sharding(req: EstimateRequest) -> Sharding:
     n = req.world_size
     if req.distribution == "fsdp":
-        if req.fsdp_strategy == "NO_SHARD":
-            degree, label = 1, "FSDP NO_SHARD"
-        elif req.fsdp_strategy == "HYBRID_SHARD":
+        strategy = req.effective_fsdp_strategy
+        if strategy == "NO_SHARD":
+            degree, label = 1, "FSDP NO_SHARD" + (f" (FSDP's fallback for {req.fsdp_strategy} on one GPU)"
+                                                  if req.fsdp_strategy != "NO_SHARD" else "")
+        elif strategy == "HYBRID_SHARD":
             degree, label = req.num_gpus, f"FSDP HYBRID_SHARD over {req.num_gpus} GPUs per node"
         else:
-            degree, label = n, f"FSDP {req.fsdp_strategy} over {n} GPUs"
+            degree, label = n, f"FSDP {strategy} over {n} GPUs"
         off = req.offload
         return Sharding(degree, degree, degree, off, off, off, label + (" + CPU offload" if off else ""))
     if req.distribution == "deepspeed":
@@ -244,11 +253,17 @@ def _linear_input_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     adapter dtype and applies dropout: 1-byte mask + 16-bit copy), plus lora_A's r-wide output.
     """
     a = req.compute_bytes
+    targets = set(req.resolved_targets)
     if req.tuner == "full":
         return a * (2 * shape.hidden_size + shape.q_dim + shape.intermediate_size)
+    lora_outputs = a * req.lora_rank * len(targets)
+    if req.lora_dropout == 0 and req.adapter_dtype in ("bf16", "fp16"):
+        # no cast and no dropout: lora_A keeps the very tensor its base layer received, shared
+        groups = ((shape.hidden_size, {"q_proj", "k_proj", "v_proj"}), (shape.q_dim, {"o_proj"}),
+                  (shape.hidden_size, {"gate_proj", "up_proj"}), (shape.intermediate_size, {"down_proj"}))
+        return sum(a * width for width, names in groups if names & targets) + lora_outputs
     per_input = (1 + a) if req.lora_dropout > 0 else a
-    targets = set(req.resolved_targets)
-    return sum(per_input * s.in_features + a * req.lora_rank for s in shape.linear_layers() if s.name in targets)
+    return sum(per_input * s.in_features for s in shape.linear_layers() if s.name in targets) + lora_outputs
 
 
 def _attention_bytes(shape: ModelShape, req: EstimateRequest) -> float:
@@ -335,13 +350,15 @@ def sharding_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     if req.distribution == "fsdp":
         u = unit_sizes(shape, req)
         grads = c * (u.root_trainable + u.layer_trainable)
-        if req.fsdp_strategy in ("FULL_SHARD", "HYBRID_SHARD"):
-            return u.root_gathered + 2 * u.layer_gathered + grads  # current unit + the prefetched one
-        if req.fsdp_strategy == "SHARD_GRAD_OP" or req.mixed_precision:
-            # SHARD_GRAD_OP keeps every unit gathered from its forward until its backward;
-            # NO_SHARD under mixed precision likewise keeps the 16-bit compute copies
+        strategy = req.effective_fsdp_strategy
+        if strategy == "SHARD_GRAD_OP":
+            # parameters are not resharded after forward: every unit stays gathered until its backward
             return u.root_gathered + shape.num_layers * u.layer_gathered + grads
-        return grads
+        if strategy == "NO_SHARD" and not req.mixed_precision:
+            return 0.0  # gradients land in the (full) flat parameter's .grad directly
+        # FULL_SHARD / HYBRID_SHARD gather the current unit and prefetch the next; NO_SHARD under
+        # mixed precision likewise holds 16-bit copies of the units in flight
+        return u.root_gathered + 2 * u.layer_gathered + grads
     if req.distribution == "deepspeed" and req.zero_stage == 3:
         largest = shape.largest_module_params
         trainable = largest if req.tuner == "full" else max(

@@ -55,17 +55,30 @@ def diagnose_log(text: str) -> list[Diagnosis]:
     lines = text.splitlines()
     for number, line in enumerate(lines):
         for pattern in PATTERNS:
-            if pattern.regex.search(line):
-                found.append((number, Diagnosis(pattern.kind, line.strip()[:300], pattern.summary,
-                                                pattern.suggestion)))
+            match = pattern.regex.search(line)
+            if match:
+                found.append((number, Diagnosis(pattern.kind, _excerpt(line, match.start(), match.end()),
+                                                pattern.summary, pattern.suggestion)))
                 break
     if "Traceback (most recent call last)" in text:
         last = next((ln for ln in reversed(lines) if EXCEPTION_LINE.match(ln)), None)
         if last:
-            found.append((lines.index(last), Diagnosis("exception", last.strip()[:300], last.strip()[:200],
+            line = _excerpt(last, 0, len(last.split(":")[0]) + 1)
+            found.append((lines.index(last), Diagnosis("exception", line, line,
                                                        "Read the traceback above this line in the log.")))
     found.sort(key=lambda item: item[0])
     return [diagnosis for _, diagnosis in found]
+
+
+def _excerpt(line: str, start: int, end: int, width: int = 240) -> str:
+    """The line, shortened around [start, end) when it is long (a command line can be 2 kB),
+    keeping its start and the part that matched."""
+    line = line.strip()
+    if len(line) <= width:
+        return line
+    head = line[: width // 3]
+    tail_start = max(start - width // 3, len(head))
+    return f"{head} … {line[tail_start:end + width // 3]}".rstrip()
 
 
 def _signal_name(number: int) -> str:

@@ -203,9 +203,10 @@ def resume_run(run: RunFolder) -> RunFolder:
     state = refresh(run)
     if state.is_active:
         raise ValueError(f"run {run.run_id} is still {state.status}; stop it first")
-    checkpoints = run.checkpoints()
+    # trainer_state.json is written last: a checkpoint cut off by a stop lacks it
+    checkpoints = [c for c in run.checkpoints() if (c / "trainer_state.json").is_file()]
     if not checkpoints:
-        raise ValueError(f"run {run.run_id} has no checkpoint to resume from")
+        raise ValueError(f"run {run.run_id} has no complete checkpoint to resume from")
     command = run.read_command()
     argv = [a for a in command["argv"]]
     if "--resume_from_checkpoint" in argv:

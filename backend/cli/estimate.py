@@ -1,0 +1,144 @@
+"""`workbench estimate`: the memory planner on the command line.
+
+    workbench estimate PROFILE.toml                 # everything from the profile
+    workbench estimate --model DIR --tuner qlora    # any folder holding config.json
+    workbench estimate PROFILE.toml --batch-size 4  # options override the profile
+
+The main CLI calls `register(app)` to add the command. Bad input (no config.json, an
+option value out of range, an inconsistent combination) prints one clear line to stderr
+and exits with status 2, as click does for its own usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from backend.estimate import ConfigError, EstimateRequest, ModelShape, detect_gpu_memory_bytes, estimate, render_table
+
+GIB = 2**30
+
+
+class Tuner(str, Enum):
+    full = "full"
+    lora = "lora"
+    qlora = "qlora"
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class Distribution(str, Enum):
+    single = "single"
+    ddp = "ddp"
+    fsdp = "fsdp"
+    deepspeed = "deepspeed"
+
+
+class FsdpStrategy(str, Enum):
+    FULL_SHARD = "FULL_SHARD"
+    SHARD_GRAD_OP = "SHARD_GRAD_OP"
+    NO_SHARD = "NO_SHARD"
+    HYBRID_SHARD = "HYBRID_SHARD"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `estimate` command to the workbench's Typer app."""
+    app.command("estimate", help="Forecast GPU and host memory of a fine-tune from config.json alone.")(
+        estimate_command)
+
+
+def estimate_command(
+    profile: Annotated[Path | None, typer.Argument(help="Launch profile (TOML); options below override it.",
+                                                   show_default=False)] = None,
+    model: Annotated[Path | None, typer.Option("--model", help="Folder holding config.json (no weights needed).",
+                                               show_default=False)] = None,
+    tuner: Annotated[Tuner | None, typer.Option(help="Tuner (default lora).",
+                                                show_default=False)] = None,
+    lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank r (default 8)",
+                                                  show_default=False)] = None,
+    target_modules: Annotated[str | None, typer.Option(
+        help="Comma-separated LoRA targets, e.g. q_proj,v_proj (default all-linear)", show_default=False)] = None,
+    precision: Annotated[Precision | None, typer.Option(help="Training precision (default bf16).",
+                                                        show_default=False)] = None,
+    distribution: Annotated[Distribution | None, typer.Option(
+        help="How processes share the work (default single).", show_default=False)] = None,
+    fsdp_strategy: Annotated[FsdpStrategy | None, typer.Option(
+        case_sensitive=False, help="FSDP sharding strategy (default FULL_SHARD)", show_default=False)] = None,
+    zero_stage: Annotated[int | None, typer.Option(min=0, max=3, help="DeepSpeed ZeRO stage (default 2)",
+                                                   show_default=False)] = None,
+    offload: Annotated[bool | None, typer.Option("--offload/--no-offload",
+                                                 help="Offload optimizer (and params) to host RAM.",
+                                                 show_default=False)] = None,
+    num_gpus: Annotated[int | None, typer.Option(min=1, help="GPUs per node (default 1)",
+                                                 show_default=False)] = None,
+    num_nodes: Annotated[int | None, typer.Option(min=1, help="Nodes (default 1)", show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Per-device batch size (default 1)",
+                                                   show_default=False)] = None,
+    max_length: Annotated[int | None, typer.Option(min=1, help="Sequence length in tokens (default 2048)",
+                                                   show_default=False)] = None,
+    gradient_checkpointing: Annotated[bool | None, typer.Option(
+        "--gradient-checkpointing/--no-gradient-checkpointing", help="Recompute activations in backward (default on).", show_default=False)] = None,
+    gpu_memory: Annotated[float | None, typer.Option(
+        "--gpu-memory", min=0.001, help="GiB per GPU; default: detected through NVML.", show_default=False)] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of the table.")] = False,
+) -> None:
+    """Forecast per-GPU and host memory; say whether it fits and what would."""
+    overrides = {
+        "tuner": tuner, "lora_rank": lora_rank, "precision": precision, "distribution": distribution,
+        "fsdp_strategy": fsdp_strategy, "zero_stage": zero_stage, "offload": offload, "num_gpus": num_gpus,
+        "num_nodes": num_nodes, "batch_size": batch_size, "max_length": max_length,
+        "gradient_checkpointing": gradient_checkpointing,
+        "target_modules": tuple(t.strip() for t in target_modules.split(",") if t.strip())
+        if target_modules is not None else None,
+    }
+    shape, request = _inputs(profile, model)
+    try:
+        request = replace(request, **{k: _plain(v) for k, v in overrides.items() if v is not None})
+    except ValueError as err:
+        _fail(str(err))
+    gpu_bytes = round(gpu_memory * GIB) if gpu_memory is not None else detect_gpu_memory_bytes()
+    result = estimate(shape, replace(request, gpu_memory_bytes=gpu_bytes))
+    if json_output:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        console = Console()
+        console.print(render_table(result, describe_terms=console.width >= 120))
+
+
+def _inputs(profile: Path | None, model: Path | None) -> tuple[ModelShape, EstimateRequest]:
+    """Shape and base request, from the profile when one is given, else from defaults."""
+    try:
+        if profile is None:
+            if model is None:
+                _fail("nothing to estimate: pass a PROFILE or --model DIR (a folder holding config.json)")
+            return ModelShape.from_config_dir(model), EstimateRequest()
+        from backend.estimate.from_profile import request_from_profile, shape_from_profile
+        from backend.profile import ProfileError, load_profile
+
+        try:
+            loaded = load_profile(profile)
+        except ProfileError as err:
+            _fail(f"profile {profile}: {err}")
+        shape = ModelShape.from_config_dir(model) if model else shape_from_profile(loaded, profile.parent)
+        return shape, request_from_profile(loaded, shape)
+    except (ConfigError, ValueError) as err:
+        _fail(str(err))
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"workbench estimate: {message}", err=True)
+    raise typer.Exit(code=2)

@@ -1,0 +1,34 @@
+"""Memory planner: per-GPU and host-RAM forecast of a fine-tune from config.json alone.
+
+Pure Python (no torch, no transformers): one estimate takes well under a millisecond.
+
+    from backend.estimate import ModelShape, EstimateRequest, estimate, fit_report, render_table
+
+    shape = ModelShape.from_config_dir("/models/Qwen2.5-7B-Instruct")
+    est = estimate(shape, EstimateRequest(tuner="qlora", max_length=4096))
+    est.per_device_total_bytes, est.breakdown, est.seed, est.to_json()
+"""
+
+from backend.estimate.fit import FitReport, StrategyResult, detect_gpu_memory_bytes, fit_report, fit_status
+from backend.estimate.planner import Estimate, estimate
+from backend.estimate.report import render_table, render_text
+from backend.estimate.request import EstimateRequest
+from backend.estimate.seed import SeedView, seed_view
+from backend.estimate.shape import ConfigError, ModelShape
+
+__all__ = [
+    "ConfigError",
+    "Estimate",
+    "EstimateRequest",
+    "FitReport",
+    "ModelShape",
+    "SeedView",
+    "StrategyResult",
+    "detect_gpu_memory_bytes",
+    "estimate",
+    "fit_report",
+    "fit_status",
+    "render_table",
+    "render_text",
+    "seed_view",
+]

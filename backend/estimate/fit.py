@@ -1,0 +1,158 @@
+"""Will it fit? Status against a GPU's memory, and searches for what would fit.
+
+Status: "fits" up to 90 % of the GPU's memory, "tight" above that (allocator spikes and
+evaluation batches live in the last 10 %), "does not fit" above 100 %. Every forecast is
+monotone in batch size and sequence length, so both searches are binary searches (each
+estimate is well under a millisecond).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from backend.estimate.planner import Estimate, compute
+from backend.estimate.request import EstimateRequest
+from backend.estimate.shape import ModelShape
+
+TIGHT_FRACTION = 0.90
+MAX_BATCH_SEARCHED = 4096
+MAX_LENGTH_SEARCHED = 1 << 20  # when config.json gives no max_position_embeddings
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """One rung of the strategy ladder, as forecast."""
+
+    label: str
+    per_device_total_bytes: int
+    fits: bool
+    changes: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "per_device_total_bytes": self.per_device_total_bytes,
+                "fits": self.fits, "changes": dict(self.changes)}
+
+
+@dataclass(frozen=True)
+class FitReport:
+    gpu_memory_bytes: int
+    per_device_total_bytes: int
+    status: str  # "fits" | "tight" | "does not fit"
+    max_batch_size: int | None  # None: not even batch size 1 fits
+    max_length: int | None  # None: not even one token fits
+    max_length_is_model_limit: bool  # the search stopped at max_position_embeddings
+    cheapest_strategy: str | None  # None: no rung of the ladder fits
+    strategies: tuple[StrategyResult, ...]
+
+    @property
+    def utilization(self) -> float:
+        return self.per_device_total_bytes / self.gpu_memory_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "status": self.status,
+            "utilization": round(self.utilization, 4),
+            "tight_threshold": TIGHT_FRACTION,
+            "max_batch_size": self.max_batch_size,
+            "max_length": self.max_length,
+            "max_length_is_model_limit": self.max_length_is_model_limit,
+            "cheapest_strategy": self.cheapest_strategy,
+            "strategies": [s.to_json() for s in self.strategies],
+        }
+
+
+def fit_status(total_bytes: int, gpu_memory_bytes: int) -> str:
+    if total_bytes > gpu_memory_bytes:
+        return "does not fit"
+    return "tight" if total_bytes > TIGHT_FRACTION * gpu_memory_bytes else "fits"
+
+
+def fit_report(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int,
+               base: Estimate | None = None) -> FitReport:
+    """Status of `request`, the largest batch size and max length that fit, the cheapest strategy."""
+    request = replace(request, gpu_memory_bytes=None)
+    total = (base or compute(shape, request)).per_device_total_bytes
+    limit = shape.max_position_embeddings or MAX_LENGTH_SEARCHED
+    best_length = largest_max_length(shape, request, gpu_memory_bytes)
+    ladder = strategy_results(shape, request, gpu_memory_bytes)
+    return FitReport(
+        gpu_memory_bytes=gpu_memory_bytes,
+        per_device_total_bytes=total,
+        status=fit_status(total, gpu_memory_bytes),
+        max_batch_size=largest_batch_size(shape, request, gpu_memory_bytes),
+        max_length=best_length,
+        max_length_is_model_limit=best_length == limit,
+        cheapest_strategy=next((s.label for s in ladder if s.fits), None),
+        strategies=ladder,
+    )
+
+
+def _fits(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int) -> bool:
+    return compute(shape, request).per_device_total_bytes <= gpu_memory_bytes
+
+
+def _largest(ok: Callable[[int], bool], limit: int) -> int | None:
+    """Largest n in [1, limit] with ok(n), for a monotone ok: doubling, then bisection."""
+    if not ok(1):
+        return None
+    low = 1
+    while low < limit and ok(min(2 * low, limit)):
+        low = min(2 * low, limit)
+    if low == limit:
+        return low
+    high = min(2 * low, limit)  # the first candidate that failed
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid)
+    return low
+
+
+def largest_batch_size(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int) -> int | None:
+    return _largest(lambda b: _fits(shape, replace(request, batch_size=b), gpu_memory_bytes), MAX_BATCH_SEARCHED)
+
+
+def largest_max_length(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int) -> int | None:
+    limit = shape.max_position_embeddings or MAX_LENGTH_SEARCHED
+    return _largest(lambda n: _fits(shape, replace(request, max_length=n), gpu_memory_bytes), limit)
+
+
+def strategy_ladder(request: EstimateRequest) -> list[tuple[str, dict[str, Any]]]:
+    """Cheapest first: no sharding -> shard grads+optimizer -> shard everything -> + CPU offload.
+
+    DeepSpeed requests climb ZeRO stages; everything else climbs FSDP strategies.
+    """
+    if request.distribution == "deepspeed":
+        return [
+            ("ZeRO-0 (no sharding)", {"distribution": "deepspeed", "zero_stage": 0, "offload": False}),
+            ("ZeRO-2", {"distribution": "deepspeed", "zero_stage": 2, "offload": False}),
+            ("ZeRO-3", {"distribution": "deepspeed", "zero_stage": 3, "offload": False}),
+            ("ZeRO-3 + offload", {"distribution": "deepspeed", "zero_stage": 3, "offload": True}),
+        ]
+    plain = "ddp" if request.world_size > 1 else "single"
+    return [
+        (f"no sharding ({plain})", {"distribution": plain, "offload": False}),
+        ("FSDP SHARD_GRAD_OP", {"distribution": "fsdp", "fsdp_strategy": "SHARD_GRAD_OP", "offload": False}),
+        ("FSDP FULL_SHARD", {"distribution": "fsdp", "fsdp_strategy": "FULL_SHARD", "offload": False}),
+        ("FSDP FULL_SHARD + offload", {"distribution": "fsdp", "fsdp_strategy": "FULL_SHARD", "offload": True}),
+    ]
+
+
+def strategy_results(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int) -> tuple[StrategyResult, ...]:
+    results = []
+    for label, changes in strategy_ladder(request):
+        total = compute(shape, replace(request, **changes)).per_device_total_bytes
+        results.append(StrategyResult(label, total, total <= gpu_memory_bytes, changes))
+    return tuple(results)
+
+
+def detect_gpu_memory_bytes() -> int | None:
+    """Smallest total memory among this machine's NVIDIA GPUs (NVML), or None without one."""
+    try:
+        from backend.hardware import detect_hardware
+    except ImportError:  # hardware layer unavailable (e.g. psutil missing)
+        return None
+    sizes = [g.memory_total_bytes for g in detect_hardware().gpus if g.memory_total_bytes]
+    return min(sizes) if sizes else None

@@ -1,0 +1,187 @@
+"""Put the terms together: `estimate(shape, request) -> Estimate`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from backend.estimate import terms as t
+from backend.estimate.request import EstimateRequest
+from backend.estimate.seed import SeedView, seed_view
+from backend.estimate.shape import ModelShape
+
+if TYPE_CHECKING:
+    from backend.estimate.fit import FitReport
+
+# display order; every key is always present in `breakdown` (0 when it does not apply)
+GPU_TERMS = (
+    "weights", "weights_quantized", "quant_constants", "adapter_weights", "master_weights",
+    "gradients", "optimizer_states", "autocast_copies", "activations", "logits",
+    "sharding_working", "comm_buffers", "optimizer_step_temp", "cuda_context", "allocator_overhead",
+)
+HOST_TERMS = (
+    "process_baseline", "weights", "weights_quantized", "adapter_weights", "master_weights",
+    "gradients", "optimizer_states", "pinned_buffers",
+)
+_STATIC = ("weights", "weights_quantized", "quant_constants", "adapter_weights", "master_weights",
+           "gradients", "optimizer_states", "autocast_copies", "comm_buffers")
+_DYNAMIC = ("activations", "logits", "sharding_working", "optimizer_step_temp")
+
+TERM_HELP = {
+    "weights": "dense weights on this device (full FT: all; LoRA: frozen base; QLoRA: embeddings, lm_head, norms)",
+    "weights_quantized": "QLoRA base linears packed in 4-bit NF4 (or 8-bit)",
+    "quant_constants": "bitsandbytes absmax constants (double-quantised) or 8-bit row scales",
+    "adapter_weights": "LoRA A/B matrices (fp32 unless DeepSpeed casts them)",
+    "master_weights": "fp32 master copy kept by DeepSpeed's mixed-precision optimizer",
+    "gradients": "gradients of trainable parameters",
+    "optimizer_states": "AdamW first and second moments",
+    "autocast_copies": "16-bit copies autocast caches for fp32 trainable weights",
+    "activations": "tensors saved for backward (checkpoints + one recomputed layer, or all layers)",
+    "logits": "batch*seq*vocab logits: fp32 log-softmax output, its gradient, the input gradient",
+    "sharding_working": "unsharded parameters/gradients while a unit computes (FSDP root unit + layers, ZeRO-3 fetch)",
+    "comm_buffers": "DDP gradient buckets or ZeRO-1/2 reduce/allgather buckets",
+    "optimizer_step_temp": "extra over the forward/backward peak for foreach AdamW's temporaries",
+    "cuda_context": "CUDA context, cuBLAS workspace, NCCL buffers",
+    "allocator_overhead": "PyTorch caching allocator slack: 5% of long-lived, 10% of transient tensors",
+}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-device GPU forecast (bytes by term), host RAM per node, and the seed's textbook view."""
+
+    shape: ModelShape
+    request: EstimateRequest
+    breakdown: dict[str, int]
+    host_breakdown: dict[str, int]
+    host_load_peak_bytes: int
+    weights_by_dtype: dict[str, int]
+    params: dict[str, int]
+    state_convention: t.StateBytes
+    sharding_label: str
+    seed: SeedView
+    fit: FitReport | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def per_device_total_bytes(self) -> int:
+        return sum(self.breakdown.values())
+
+    @property
+    def host_steady_bytes(self) -> int:
+        return sum(self.host_breakdown.values())
+
+    @property
+    def host_total_bytes(self) -> int:
+        """Per node: the larger of steady-state use and the load-time peak."""
+        return max(self.host_steady_bytes, self.host_load_peak_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "per_device_total_bytes": self.per_device_total_bytes,
+            "host_total_bytes": self.host_total_bytes,
+            "breakdown": dict(self.breakdown),
+            "host_breakdown": dict(self.host_breakdown),
+            "host_steady_bytes": self.host_steady_bytes,
+            "host_load_peak_bytes": self.host_load_peak_bytes,
+            "weights_by_dtype": dict(self.weights_by_dtype),
+            "parameters": dict(self.params),
+            "convention": self.state_convention.describe(),
+            "sharding": self.sharding_label,
+            "seed": self.seed.to_json(),
+            "model": self.shape.summary(),
+            "request": self.request.to_dict(),
+            "notes": list(self.notes),
+        }
+        if self.fit is not None:
+            data["fit"] = self.fit.to_json()
+        return data
+
+
+def estimate(shape: ModelShape, request: EstimateRequest) -> Estimate:
+    """Forecast one configuration; adds a fit report when `request.gpu_memory_bytes` is set."""
+    result = compute(shape, request)
+    if request.gpu_memory_bytes:
+        from backend.estimate.fit import fit_report
+
+        result = replace(result, fit=fit_report(shape, request, request.gpu_memory_bytes, base=result))
+    return result
+
+
+def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
+    """The forecast without the fit search (the search calls this many times)."""
+    inv = t.ParamInventory.from_shape(shape, req)
+    gpu_states, host_states = t.model_state_terms(inv, req)
+    gpu = {name: 0.0 for name in GPU_TERMS}
+    gpu.update(gpu_states)
+    gpu["activations"] = t.activation_bytes(shape, req)
+    gpu["logits"] = t.logits_bytes(shape, req)
+    gpu["sharding_working"] = t.sharding_working_bytes(shape, req)
+    gpu["comm_buffers"] = t.comm_buffer_bytes(inv, req)
+    dynamic = sum(gpu[name] for name in _DYNAMIC)
+    gpu["optimizer_step_temp"] = max(0.0, t.optimizer_step_temp_bytes(inv, req) - dynamic)
+    gpu["cuda_context"] = t.cuda_context_bytes(req)
+    gpu["allocator_overhead"] = (t.ALLOCATOR_STATIC_FRACTION * sum(gpu[n] for n in _STATIC)
+                                 + t.ALLOCATOR_DYNAMIC_FRACTION * sum(gpu[n] for n in _DYNAMIC))
+    return Estimate(
+        shape=shape,
+        request=req,
+        breakdown={name: round(gpu[name]) for name in GPU_TERMS},
+        host_breakdown=_host_terms(host_states, req),
+        host_load_peak_bytes=round(req.num_gpus * t.HOST_PROCESS_BYTES + t.host_load_bytes(shape, req)),
+        weights_by_dtype=_weights_by_dtype(inv, req),
+        params={"total": shape.total_params, "trainable": inv.trainable,
+                "frozen": inv.frozen_dense + inv.frozen_quantized},
+        state_convention=t.state_bytes(req),
+        sharding_label=t.sharding(req).label,
+        seed=seed_view(shape, req.batch_size, req.max_length),
+        notes=_notes(shape, req),
+    )
+
+
+def _host_terms(host_states: dict[str, float], req: EstimateRequest) -> dict[str, int]:
+    """Per node: every local process's host-resident states, plus its baseline RSS."""
+    host = {name: 0.0 for name in HOST_TERMS}
+    host["process_baseline"] = req.num_gpus * t.HOST_PROCESS_BYTES
+    for name, value in host_states.items():
+        host[name] = req.num_gpus * value
+    if req.distribution == "deepspeed" and req.offload:
+        offloaded = sum(req.num_gpus * v for v in host_states.values())
+        host["pinned_buffers"] = (t.DEEPSPEED_HOST_BUFFER_FACTOR - 1) * offloaded
+    return {name: round(value) for name, value in host.items()}
+
+
+def _weights_by_dtype(inv: t.ParamInventory, req: EstimateRequest) -> dict[str, int]:
+    """Whole-model weight bytes by storage dtype (before sharding), for the 'by dtype' view."""
+    sb = t.state_bytes(req)
+    out: dict[str, float] = {}
+
+    def add(dtype: str, value: float) -> None:
+        if value:
+            out[dtype] = out.get(dtype, 0.0) + value
+
+    frozen_b = t.frozen_weight_bytes(req)
+    add("fp32" if frozen_b == 4 else _sixteen_bit_name(req), inv.frozen_dense * frozen_b)
+    add("fp32" if sb.weight == 4 else _sixteen_bit_name(req), inv.trainable * sb.weight)
+    if inv.frozen_quantized:
+        add("nf4" if req.quant_bits == 4 else "int8", t.quantized_weight_bytes(inv, req))
+        add("quant_constants", t.quant_constant_bytes(inv, req))
+    return {name: round(value) for name, value in out.items()}
+
+
+def _sixteen_bit_name(req: EstimateRequest) -> str:
+    """Name of the 16-bit dtype in use: DeepSpeed casts to the precision's dtype."""
+    if req.distribution == "deepspeed" and req.mixed_precision:
+        return req.precision
+    return req.weight_dtype if req.weight_dtype != "fp32" else req.precision
+
+
+def _notes(shape: ModelShape, req: EstimateRequest) -> tuple[str, ...]:
+    notes = list(req.notes)
+    if not shape.family_known:
+        notes.append(f"model_type {shape.model_type!r} is not a known family; sized as a Llama-style decoder")
+    if req.max_length > (shape.max_position_embeddings or req.max_length):
+        notes.append(f"max_length {req.max_length} exceeds max_position_embeddings {shape.max_position_embeddings}")
+    if req.distribution == "fsdp" and req.is_adapter and req.mixed_precision:
+        notes.append("FSDP + LoRA: if accelerate upcasts whole units to fp32, frozen weights cost more than shown")
+    return tuple(notes)

@@ -1,0 +1,225 @@
+"""A tracked job: one folder under a run's `jobs/`, run detached by its own supervisor.
+
+    <run>/jobs/<job_id>/command.json   what runs (argv, env, cwd), where its result goes
+    <run>/jobs/<job_id>/state.json     status, pids, times, exit code, failure reason, result
+    <run>/jobs/<job_id>/output.log     stdout+stderr of the job
+
+The job survives the CLI or TUI that started it: `python -m backend.jobs.supervise JOB_DIR`
+runs in a new session, waits for the command and records how it ended. Progress is read
+from the log: `WORKBENCH_PROGRESS <fraction> <label>` lines, or the spec's markers (log
+substrings such as swift's "Saving merged weights...").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from backend.profile import write_text_atomic
+from backend.runs.process import is_alive, start_detached
+
+JobKind = Literal["merge", "infer"]
+JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
+ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
+JOB_MARKER_ENV = "WORKBENCH_JOB_DIR"
+PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
+
+
+class JobFinishError(Exception):
+    """The command succeeded but its result could not be put in place."""
+
+
+class JobSpec(BaseModel):
+    """What a job runs and what it produces; written once, before the job starts."""
+
+    kind: JobKind
+    description: str
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str
+    output: str
+    # (log substring, fraction, label): the newest one found in the log is the progress
+    progress_markers: list[tuple[str, float, str]] = Field(default_factory=list)
+    # kind-specific data for the finishing step run by the supervisor (see supervise.py)
+    finish: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+class JobState(BaseModel):
+    job_id: str
+    kind: JobKind
+    status: JobStatus = "starting"
+    supervisor_pid: int | None = None
+    child_pid: int | None = None
+    created_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    failure_reason: str | None = None
+    stop_requested: bool = False
+    result: str | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_JOB_STATUSES
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.ended_at or time.time()) - self.started_at
+
+
+@dataclass
+class JobProgress:
+    fraction: float | None
+    label: str
+
+
+class JobFolder:
+    """Paths and small reads/writes of one job folder."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).resolve()
+
+    def __repr__(self) -> str:
+        return f"JobFolder({str(self.path)!r})"
+
+    @property
+    def job_id(self) -> str:
+        return self.path.name
+
+    command_path = property(lambda self: self.path / "command.json")
+    state_path = property(lambda self: self.path / "state.json")
+    log_path = property(lambda self: self.path / "output.log")
+
+    def exists(self) -> bool:
+        return self.state_path.is_file() and self.command_path.is_file()
+
+    def read_spec(self) -> JobSpec:
+        return JobSpec.model_validate_json(self.command_path.read_text(encoding="utf-8"))
+
+    def read_state(self) -> JobState:
+        return JobState.model_validate_json(self.state_path.read_text(encoding="utf-8"))
+
+    def write_state(self, state: JobState) -> None:
+        write_text_atomic(self.state_path, state.model_dump_json(indent=2))
+
+    def update_state(self, **changes: Any) -> JobState:
+        state = self.read_state().model_copy(update=changes)
+        self.write_state(state)
+        return state
+
+    def log_tail(self, max_bytes: int = 16_384) -> str:
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - max_bytes))
+                return handle.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def progress(self) -> JobProgress:
+        state = self.read_state()
+        if state.status == "finished":
+            return JobProgress(1.0, "done")
+        if not state.is_active:
+            return JobProgress(None, state.status)
+        return progress_from_log(self.log_tail(65_536), self.read_spec().progress_markers)
+
+
+def progress_from_log(text: str, markers: list[tuple[str, float, str]]) -> JobProgress:
+    """The newest progress line or marker in a log text."""
+    best: tuple[int, JobProgress] = (-1, JobProgress(None, "starting"))
+    for match in re.finditer(rf"^{PROGRESS_PREFIX}([0-9.]+) ?(.*)$", text, flags=re.MULTILINE):
+        best = max(best, (match.start(), JobProgress(float(match.group(1)), match.group(2).strip())),
+                   key=lambda item: item[0])
+    for needle, fraction, label in markers:
+        position = text.rfind(needle)
+        if position > best[0]:
+            best = (position, JobProgress(fraction, label))
+    return best[1]
+
+
+def new_job_id(kind: str) -> str:
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(2)}"
+
+
+def create_job(jobs_dir: Path, spec: JobSpec) -> JobFolder:
+    """Write a job folder (spec + starting state) without starting anything."""
+    folder = Path(jobs_dir) / new_job_id(spec.kind)
+    folder.mkdir(parents=True)
+    job = JobFolder(folder)
+    write_text_atomic(job.command_path, spec.model_dump_json(indent=2))
+    job.write_state(JobState(job_id=job.job_id, kind=spec.kind))
+    return job
+
+
+def start_job(jobs_dir: Path, spec: JobSpec) -> JobFolder:
+    """Create the job folder and start its supervisor detached; returns at once."""
+    job = create_job(jobs_dir, spec)
+    argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
+    env = {JOB_MARKER_ENV: str(job.path), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    pid = start_detached(argv, env, Path(spec.cwd), job.log_path)
+    job.update_state(supervisor_pid=pid, started_at=time.time())
+    return job
+
+
+def refresh_job(job: JobFolder) -> JobState:
+    """The job's state, reconciled: a job whose supervisor vanished without a final status failed."""
+    state = job.read_state()
+    if not state.is_active or is_alive(state.supervisor_pid) or state.supervisor_pid is None:
+        return state
+    time.sleep(0.05)  # the supervisor may be writing its final state this instant
+    state = job.read_state()
+    if not state.is_active:
+        return state
+    from backend.jobs.supervise import discard  # the kind's clean-up (e.g. a half-written merge)
+
+    discard(job.read_spec())
+    return job.update_state(status="failed", ended_at=time.time(),
+                            failure_reason="the job's supervisor vanished without recording how the job ended")
+
+
+def list_jobs(jobs_dir: Path, kind: JobKind | None = None) -> list[JobFolder]:
+    """Jobs in a jobs folder, newest first."""
+    if not Path(jobs_dir).is_dir():
+        return []
+    jobs = [JobFolder(p) for p in Path(jobs_dir).iterdir() if p.is_dir()]
+    jobs = [j for j in jobs if j.exists() and (kind is None or j.read_state().kind == kind)]
+    return sorted(jobs, key=lambda j: j.read_state().created_at, reverse=True)
+
+
+def stop_job(job: JobFolder) -> JobState:
+    """Ask the job to stop: SIGTERM to its process group (the supervisor is the group leader)."""
+    state = refresh_job(job)
+    if not state.is_active:
+        return state
+    job.update_state(stop_requested=True)
+    if state.supervisor_pid:
+        try:
+            os.killpg(state.supervisor_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return wait_job(job, timeout=20)
+
+
+def wait_job(job: JobFolder, timeout: float | None = None, poll: float = 0.2) -> JobState:
+    """Block until the job ends (or `timeout` seconds pass); returns the latest state."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        state = refresh_job(job)
+        if not state.is_active or (deadline is not None and time.monotonic() > deadline):
+            return state
+        time.sleep(poll)

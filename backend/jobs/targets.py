@@ -1,0 +1,192 @@
+"""What a chat or an inference loads: a base model plus adapter, a merged model, or a model folder.
+
+A reference can be a run (id or folder; its newest checkpoint unless one is named), a
+checkpoint folder, a model folder, a built-in model (`builtin:tiny-qwen2`) or a hub id.
+swift's `args.json` beside a checkpoint names the base model, its model_type and template,
+so a run's checkpoints need no extra flags; a merged model carries the same facts in
+`workbench_model.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from backend.paths import is_builtin, resolve_model
+
+MODEL_RECORD = "workbench_model.json"
+# every built-in model is a Qwen2 with a ChatML template; swift cannot infer that from the folder
+BUILTIN_MODEL_TYPE = ("qwen2", "qwen")
+HUB_ID = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+class TargetError(ValueError):
+    """A model reference that cannot be loaded; the message says why and what to pass instead."""
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """Everything the chat worker and batch inference need to load one model."""
+
+    model: str
+    adapters: tuple[str, ...] = ()
+    model_type: str | None = None
+    template: str | None = None
+    torch_dtype: str | None = None
+    label: str = ""
+    # the model before fine-tuning, for the side-by-side comparison; None when unknown
+    base_model: str | None = field(default=None, compare=False)
+
+    def worker_args(self) -> list[str]:
+        """Loading flags shared by the chat worker and the batch-inference worker."""
+        args = ["--model", self.model]
+        if self.adapters:
+            args += ["--adapters", *self.adapters]
+        for flag, value in (("--model-type", self.model_type), ("--template", self.template),
+                            ("--torch-dtype", self.torch_dtype)):
+            if value:
+                args += [flag, value]
+        return args
+
+    def base(self) -> ModelTarget | None:
+        """The same model without what fine-tuning added, or None when that is not known."""
+        if not self.base_model:
+            return None
+        name = Path(self.base_model).name if Path(self.base_model).exists() else self.base_model
+        return replace(self, model=self.base_model, adapters=(), label=f"base {name}", base_model=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "adapters": list(self.adapters)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelTarget:
+        return cls(**{**data, "adapters": tuple(data.get("adapters", ()))})
+
+
+def read_checkpoint_args(checkpoint: Path) -> dict[str, Any]:
+    """swift's args.json of a checkpoint (or of its training output folder)."""
+    for path in (checkpoint / "args.json", checkpoint.parent / "args.json"):
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    raise TargetError(f"{checkpoint} has no args.json, so its base model is unknown; "
+                      "pass the base model folder and --model-type/--template instead")
+
+
+def is_adapter_checkpoint(folder: Path) -> bool:
+    return (folder / "adapter_config.json").is_file()
+
+
+def from_checkpoint(checkpoint: Path, label: str | None = None) -> ModelTarget:
+    """A LoRA checkpoint (base + adapter) or a full fine-tune checkpoint (a complete model)."""
+    checkpoint = checkpoint.resolve()
+    args = read_checkpoint_args(checkpoint)
+    common = {"model_type": args.get("model_type"), "template": args.get("template"),
+              "torch_dtype": args.get("torch_dtype"), "base_model": args.get("model")}
+    label = label or f"{checkpoint.parent.parent.name}/{checkpoint.name}"
+    if is_adapter_checkpoint(checkpoint):
+        return ModelTarget(model=args["model"], adapters=(str(checkpoint),), label=label, **common)
+    return ModelTarget(model=str(checkpoint), label=label, **common)
+
+
+def from_model_dir(folder: Path, model_type: str | None = None, template: str | None = None) -> ModelTarget:
+    """A complete model folder; a merged model's record supplies its type, template and base."""
+    folder = folder.resolve()
+    facts: dict[str, Any] = {}
+    if (folder / MODEL_RECORD).is_file():
+        record = json.loads((folder / MODEL_RECORD).read_text(encoding="utf-8"))
+        facts = {k: record.get(k) for k in ("model_type", "template", "torch_dtype", "base_model")}
+    elif (folder / "args.json").is_file():  # written by swift export / a full fine-tune
+        args = json.loads((folder / "args.json").read_text(encoding="utf-8"))
+        base = args.get("model")
+        facts = {"model_type": args.get("model_type"), "template": args.get("template"),
+                 "torch_dtype": args.get("torch_dtype"),
+                 "base_model": base if base and Path(base).resolve() != folder else None}
+    facts["model_type"] = model_type or facts.get("model_type")
+    facts["template"] = template or facts.get("template")
+    return ModelTarget(model=str(folder), label=folder.name, **facts)
+
+
+def resolve_target(ref: str, *, checkpoint: int | None = None, merged: bool = False,
+                   model_type: str | None = None, template: str | None = None) -> ModelTarget:
+    """Turn a command-line reference into a ModelTarget; TargetError says what went wrong."""
+    run = _find_run_or_none(ref)
+    if run is not None:
+        return target_of_run(run, checkpoint=checkpoint, merged=merged)
+    if checkpoint is not None or merged:
+        raise TargetError(f"--checkpoint and --merged choose among a run's models, and {ref!r} is not a run")
+    if is_builtin(ref):
+        try:
+            path = Path(resolve_model(ref, build=True))
+        except KeyError as err:
+            raise TargetError(str(err.args[0])) from None
+        default_type, default_template = BUILTIN_MODEL_TYPE
+        return replace(from_model_dir(path, model_type or default_type, template or default_template), label=ref)
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        if is_adapter_checkpoint(path) or re.fullmatch(r"checkpoint-\d+", path.name):
+            return from_checkpoint(path)
+        if (path / "config.json").is_file():
+            return from_model_dir(path, model_type, template)
+        raise TargetError(f"{path} is not a model folder (no config.json), a checkpoint (no "
+                          "adapter_config.json) or a run folder (no state.json)")
+    if HUB_ID.match(ref) and not path.exists():
+        return ModelTarget(model=ref, model_type=model_type, template=template, label=ref)
+    raise TargetError(f"{ref!r} is not a run (`workbench runs` lists them), a model folder, a checkpoint "
+                      "folder, builtin:tiny-qwen2 or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
+
+
+def _find_run_or_none(ref: str) -> Path | None:
+    """The run folder `ref` names, None when it names no run; TargetError when it is ambiguous."""
+    from backend.runs.manager import RunNotFound, find_run
+
+    path = Path(ref).expanduser()
+    if is_builtin(ref) or (path.is_dir() and not (path / "state.json").is_file()):
+        return None
+    try:
+        return find_run(ref).path
+    except RunNotFound as err:
+        if "matches several runs" in str(err):
+            raise TargetError(str(err)) from None
+        return None
+
+
+def target_of_run(run_dir: Path, *, checkpoint: int | None = None, merged: bool = False) -> ModelTarget:
+    """A run's checkpoint (the newest unless `checkpoint`), or its merged model with `merged`."""
+    from backend.runs.layout import RunFolder
+
+    run = RunFolder(run_dir)
+    if merged:
+        return _merged_of_run(run, checkpoint)
+    found = pick_checkpoint(run, checkpoint)
+    return from_checkpoint(found, label=f"{run.run_id} {found.name}")
+
+
+def pick_checkpoint(run: Any, step: int | None) -> Path:
+    """checkpoint-<step> of a run (the newest when `step` is None), or TargetError."""
+    checkpoints = run.checkpoints()
+    if not checkpoints:
+        raise TargetError(f"run {run.run_id} has no checkpoint yet (checkpoints appear every "
+                          "training.save_steps steps and at the end)")
+    if step is None:
+        return checkpoints[-1]
+    for found in checkpoints:
+        if found.name == f"checkpoint-{step}":
+            return found
+    steps = ", ".join(p.name.split("-")[1] for p in checkpoints)
+    raise TargetError(f"run {run.run_id} has no checkpoint-{step}; it has: {steps}")
+
+
+def _merged_of_run(run: Any, step: int | None) -> ModelTarget:
+    from backend.jobs.merge import merged_models
+
+    mine = [m for m in merged_models([run.path]) if step is None or m.step == step]
+    if not mine:
+        which = f"checkpoint-{step}" if step is not None else "any checkpoint"
+        raise TargetError(f"run {run.run_id} has no merged model of {which}; "
+                          f"make one with: workbench merge {run.run_id}"
+                          + (f" --checkpoint {step}" if step is not None else ""))
+    newest = max(mine, key=lambda m: (m.step, m.created_at))
+    return replace(from_model_dir(newest.path), label=f"{run.run_id} {newest.path.name}")

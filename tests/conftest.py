@@ -1,0 +1,36 @@
+"""Shared test set-up: an isolated workbench home per session, and the tiny model built once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Cache, data and workspace folders of this test session (never the user's own)."""
+    root = tmp_path_factory.mktemp("workbench")
+    os.environ["WORKBENCH_CACHE_DIR"] = str(root / "cache")
+    os.environ["WORKBENCH_DATA_DIR"] = str(root / "data")
+    os.environ["WORKBENCH_WORKSPACE"] = str(root / "runs")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_model(workbench_home: Path) -> Path:
+    """The embedded tiny Qwen2, built once per test session (about 5 s)."""
+    from backend.demo.build import ensure_builtin_model
+
+    return ensure_builtin_model("tiny-qwen2")
+
+
+@pytest.fixture
+def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run index and workspace of this test alone (the model cache stays shared)."""
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "runs"))
+    return tmp_path / "runs"

@@ -1,0 +1,52 @@
+"""Helpers for tests that run real trainings on the tiny model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from backend.events import read_all
+from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import LaunchProfile, load_profile, save_profile
+from backend.runs.layout import RunFolder
+
+
+def quick_profile(tmp_path: Path, name: str = "quickstart", **changes: dict[str, Any]) -> Path:
+    """A shipped profile with some sections changed, saved into tmp_path."""
+    data = load_profile(SHIPPED_PROFILES_DIR / f"{name}.toml").model_dump()
+    for section, values in changes.items():
+        if isinstance(values, dict):
+            data[section].update(values)
+        else:
+            data[section] = values
+    data["name"] = f"{name}-test"
+    path = tmp_path / f"{name}-test.toml"
+    save_profile(LaunchProfile.model_validate(data), path)
+    return path
+
+
+def workbench(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def log_events(run: RunFolder, rank: int | None = 0) -> list[dict[str, Any]]:
+    return [e for e in read_all(run.events_path) if e["type"] == "log" and (rank is None or e["rank"] == rank)]
+
+
+def first_log_at(run: RunFolder, step: int) -> Callable[[], bool]:
+    return lambda: any(e["step"] >= step for e in log_events(run))

@@ -1,0 +1,147 @@
+"""Runs with real swift subprocesses on the tiny model: finish, DDP, stop, kill, SIGHUP, resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from backend.events import read_all
+from backend.runs.layout import RunFolder
+from backend.runs.manager import find_run, refresh
+from backend.runs.process import run_processes
+from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
+
+pytestmark = pytest.mark.slow
+
+
+def _start_detached(profile: Path) -> RunFolder:
+    result = workbench("run", str(profile), "--detach")
+    return find_run(result.stdout.strip().splitlines()[-1])
+
+
+def _group_alive(pgid: int) -> list[psutil.Process]:
+    alive = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return alive
+
+
+def test_quickstart_finishes_with_falling_loss(tiny_model: Path, isolated_runs: Path) -> None:
+    result = workbench("run", "quickstart")
+    assert "finished" in result.stdout
+    run = find_run("quickstart")
+    assert refresh(run).status == "finished"
+    events = read_all(run.events_path)
+    losses = [e["loss"] for e in events if e["type"] == "log"]
+    assert len(losses) > 20 and sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+    assert any(e["type"] == "checkpoint" for e in events)
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "finished"
+    assert {e["v"] for e in events} == {1} and all("rank" in e for e in events)
+    listing = workbench("runs").stdout
+    assert run.run_id[:20] in listing and "finished" in listing
+
+
+def test_two_process_cpu_ddp_ranks_agree(tiny_model: Path, isolated_runs: Path) -> None:
+    workbench("run", "cpu-ddp-2proc")
+    run = find_run("cpu-ddp-2proc")
+    assert refresh(run).status == "finished"
+    rank0 = {e["step"]: e["loss"] for e in log_events(run, rank=0)}
+    rank1 = {e["step"]: e["loss"] for e in log_events(run, rank=1)}
+    assert rank0 and rank0 == rank1
+    begin = [e for e in read_all(run.events_path) if e["type"] == "run_begin"]
+    assert {e["rank"] for e in begin} == {0, 1} and all(e["world_size"] == 2 for e in begin)
+
+
+def test_stop_leaves_no_process_then_resume_continues(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 100_000, "save_steps": 20, "logging_steps": 5,
+                                                "num_train_epochs": 1000.0})
+    run = _start_detached(profile)
+    wait_for(first_log_at(run, 45), what="step 45")
+    pgid = run.read_state().pgid
+    result = workbench("stop", run.run_id)
+    assert "SIGINT" in result.stdout
+    assert refresh(run).status == "stopped"
+    assert run_processes(run.path) == [] and _group_alive(pgid) == []
+
+    checkpoint_step = int(max(run.checkpoints(), key=lambda p: int(p.name.split("-")[1])).name.split("-")[1])
+    workbench("resume", run.run_id, "--detach")
+    begins = lambda: [e for e in read_all(run.events_path) if e["type"] == "run_begin"]  # noqa: E731
+    wait_for(lambda: len(begins()) == 2, what="second run_begin")
+    assert begins()[1]["start_step"] == checkpoint_step
+    wait_for(first_log_at(run, checkpoint_step + 10), what="steps after resume")
+    after = [e["step"] for e in log_events(run)][-1]
+    assert after > checkpoint_step
+    state = run.read_state()
+    assert state.attempt == 2 and state.resumed_from.endswith(f"checkpoint-{checkpoint_step}")
+    workbench("stop", run.run_id)
+    assert run_processes(run.path) == []
+
+
+def test_kill_9_of_the_trainer_is_seen_as_failed(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 100_000, "num_train_epochs": 1000.0})
+    run = _start_detached(profile)
+    wait_for(first_log_at(run, 10), what="training")
+    trainers = [p for p in run_processes(run.path)
+                if "swift.cli.sft" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())]
+    assert len(trainers) == 1
+    trainers[0].send_signal(signal.SIGKILL)
+    state = wait_for(lambda: (s := refresh(run)).status == "failed" and s, timeout=60, what="failed status")
+    assert "SIGKILL" in state.failure_reason
+    wait_for(lambda: run_processes(run.path) == [], timeout=30, what="the run's other processes to end")
+
+
+def test_run_survives_sighup_of_the_launching_cli(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 400, "logging_steps": 5})
+    cli = subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    run = wait_for(lambda: _latest_run(), what="run folder")
+    wait_for(first_log_at(run, 5), what="training")
+    cli.send_signal(signal.SIGHUP)
+    assert cli.wait(timeout=10) != 0  # the CLI itself is gone
+    wait_for(lambda: refresh(run).status != "running" and refresh(run).status != "starting", timeout=180,
+             what="run end")
+    assert refresh(run).status == "finished"
+    assert log_events(run)[-1]["step"] >= 395
+
+
+def _latest_run() -> RunFolder | None:
+    try:
+        return find_run("quickstart-test")
+    except LookupError:
+        return None
+
+
+def test_cpu_fp16_injected_overflow_halves_the_scale(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(
+        tmp_path,
+        precision={"fp16": True, "loss_scale_init": 64.0, "loss_scale_growth_interval": 4},
+        training={"max_steps": 20, "logging_steps": 1, "save_steps": 100},
+        debug={"inject_overflow_steps": [10]},
+    )
+    workbench("run", str(profile))
+    run = find_run("quickstart-test")
+    begin = next(e for e in read_all(run.events_path) if e["type"] == "run_begin")
+    assert begin["scaler"] == "GradScaler" and begin["precision"] == "fp16"
+    by_step = {e["step"]: e for e in log_events(run)}
+    assert by_step[9]["overflow_count"] == 0
+    assert by_step[10]["loss_scale"] == by_step[9]["loss_scale"] / 2
+    assert by_step[10]["overflow_count"] == 1 and by_step[10]["skipped_steps"] == 1
+    assert by_step[14]["loss_scale"] == 2 * by_step[10]["loss_scale"]  # grows again after 4 clean steps
+    assert by_step[20]["overflow_count"] == 1
+
+
+def test_fp32_run_says_why_there_is_no_scaler(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 5, "logging_steps": 1})
+    workbench("run", str(profile))
+    begin = next(e for e in read_all(find_run("quickstart-test").events_path) if e["type"] == "run_begin")
+    assert begin["scaler"] is None and "no loss scaling" in begin["scaler_reason"]
