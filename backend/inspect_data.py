@@ -406,6 +406,49 @@ def _chat_renderer(model_dir: Path) -> Callable[[list[Message]], str] | None:
     return lambda messages: template.render(messages=messages, add_generation_prompt=False)
 
 
+# ---------------------------------------------------------------- one reference, everything
+
+
+@dataclass
+class DatasetReport:
+    """What the workbench knows about one `data.train` / `data.val` entry."""
+
+    ref: DatasetRef
+    scan: DatasetScan | None = None
+    tokens: TokenSummary | None = None
+    token_note: str = ""
+
+    @property
+    def problem(self) -> str | None:
+        return self.ref.problem
+
+
+def inspect_ref(
+    ref: str,
+    *,
+    base_dir: Path | None = None,
+    model_dir: Path | None = None,
+    max_length: int | None = None,
+    stop: threading.Event | None = None,
+) -> DatasetReport:
+    """Scan a dataset reference; count tokens too when the model's tokenizer is local."""
+    parsed = parse_ref(ref, base_dir)
+    report = DatasetReport(parsed)
+    if parsed.path is None or parsed.problem:
+        return report
+    report.scan = scan_dataset(parsed.path, stop=stop)
+    if stop is not None and stop.is_set():
+        return report
+    if not has_local_tokenizer(model_dir):
+        report.token_note = "tokens: no local tokenizer for the chosen model (characters only)"
+        return report
+    try:
+        report.tokens = token_summary(parsed.path, model_dir, max_length=max_length)  # type: ignore[arg-type]
+    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as err:
+        report.token_note = f"tokens: not counted ({err})"
+    return report
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Dataset inspection (child-process entry point).")
     parser.add_argument("--tokens", nargs=2, metavar=("MODEL_DIR", "FILE"), type=Path, required=True)

@@ -20,7 +20,15 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from backend.estimate import ConfigError, EstimateRequest, ModelShape, detect_gpu_memory_bytes, estimate, render_table
+from backend.estimate import (
+    ConfigError,
+    EstimateRequest,
+    ModelShape,
+    detect_gpu_memory_bytes,
+    detect_host_memory_bytes,
+    estimate,
+    render_table,
+)
 
 GIB = 2**30
 
@@ -90,6 +98,8 @@ def estimate_command(
         "--gradient-checkpointing/--no-gradient-checkpointing", help="Recompute activations in backward (default on).", show_default=False)] = None,
     gpu_memory: Annotated[float | None, typer.Option(
         "--gpu-memory", min=0.001, help="GiB per GPU; default: detected through NVML.", show_default=False)] = None,
+    host_memory: Annotated[float | None, typer.Option(
+        "--host-memory", min=0.001, help="GiB of RAM per node; default: this machine's.", show_default=False)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of the table.")] = False,
 ) -> None:
     """Forecast per-GPU and host memory; say whether it fits and what would."""
@@ -107,7 +117,8 @@ def estimate_command(
     except ValueError as err:
         _fail(str(err))
     gpu_bytes = round(gpu_memory * GIB) if gpu_memory is not None else detect_gpu_memory_bytes()
-    result = estimate(shape, replace(request, gpu_memory_bytes=gpu_bytes))
+    host_bytes = round(host_memory * GIB) if host_memory is not None else detect_host_memory_bytes()
+    result = estimate(shape, replace(request, gpu_memory_bytes=gpu_bytes, host_memory_bytes=host_bytes))
     if json_output:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:

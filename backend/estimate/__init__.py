@@ -9,7 +9,14 @@ Pure Python (no torch, no transformers): one estimate takes well under a millise
     est.per_device_total_bytes, est.breakdown, est.seed, est.to_json()
 """
 
-from backend.estimate.fit import FitReport, StrategyResult, detect_gpu_memory_bytes, fit_report, fit_status
+from backend.estimate.fit import (
+    FitReport,
+    StrategyResult,
+    detect_gpu_memory_bytes,
+    detect_host_memory_bytes,
+    fit_report,
+    fit_status,
+)
 from backend.estimate.planner import Estimate, estimate
 from backend.estimate.report import render_table, render_text
 from backend.estimate.request import EstimateRequest
@@ -25,6 +32,7 @@ __all__ = [
     "SeedView",
     "StrategyResult",
     "detect_gpu_memory_bytes",
+    "detect_host_memory_bytes",
     "estimate",
     "fit_report",
     "fit_status",

@@ -27,12 +27,13 @@ class StrategyResult:
 
     label: str
     per_device_total_bytes: int
-    fits: bool
+    host_total_bytes: int
+    fits: bool  # on the GPU, and in host RAM when that is known
     changes: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "per_device_total_bytes": self.per_device_total_bytes,
-                "fits": self.fits, "changes": dict(self.changes)}
+                "host_total_bytes": self.host_total_bytes, "fits": self.fits, "changes": dict(self.changes)}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class FitReport:
     max_length_is_model_limit: bool  # the search stopped at max_position_embeddings
     cheapest_strategy: str | None  # None: no rung of the ladder fits
     strategies: tuple[StrategyResult, ...]
+    host_memory_bytes: int | None = None
+    host_fits: bool | None = None  # None: host RAM unknown
 
     @property
     def utilization(self) -> float:
@@ -61,6 +64,8 @@ class FitReport:
             "max_length_is_model_limit": self.max_length_is_model_limit,
             "cheapest_strategy": self.cheapest_strategy,
             "strategies": [s.to_json() for s in self.strategies],
+            "host_memory_bytes": self.host_memory_bytes,
+            "host_fits": self.host_fits,
         }
 
 
@@ -71,13 +76,18 @@ def fit_status(total_bytes: int, gpu_memory_bytes: int) -> str:
 
 
 def fit_report(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int,
-               base: Estimate | None = None) -> FitReport:
-    """Status of `request`, the largest batch size and max length that fit, the cheapest strategy."""
-    request = replace(request, gpu_memory_bytes=None)
-    total = (base or compute(shape, request)).per_device_total_bytes
+               base: Estimate | None = None, host_memory_bytes: int | None = None) -> FitReport:
+    """Status of `request`, the largest batch size and max length that fit, the cheapest strategy.
+
+    With `host_memory_bytes` (per node) a strategy must also fit in host RAM, which is what
+    rules out offloading a 70B model's optimizer to a 256 GB machine.
+    """
+    request = replace(request, gpu_memory_bytes=None, host_memory_bytes=None)
+    base = base or compute(shape, request)
+    total = base.per_device_total_bytes
     limit = shape.max_position_embeddings or MAX_LENGTH_SEARCHED
     best_length = largest_max_length(shape, request, gpu_memory_bytes)
-    ladder = strategy_results(shape, request, gpu_memory_bytes)
+    ladder = strategy_results(shape, request, gpu_memory_bytes, host_memory_bytes)
     return FitReport(
         gpu_memory_bytes=gpu_memory_bytes,
         per_device_total_bytes=total,
@@ -87,6 +97,8 @@ def fit_report(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: in
         max_length_is_model_limit=best_length == limit,
         cheapest_strategy=next((s.label for s in ladder if s.fits), None),
         strategies=ladder,
+        host_memory_bytes=host_memory_bytes,
+        host_fits=None if host_memory_bytes is None else base.host_total_bytes <= host_memory_bytes,
     )
 
 
@@ -140,12 +152,24 @@ def strategy_ladder(request: EstimateRequest) -> list[tuple[str, dict[str, Any]]
     ]
 
 
-def strategy_results(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int) -> tuple[StrategyResult, ...]:
+def strategy_results(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int,
+                     host_memory_bytes: int | None = None) -> tuple[StrategyResult, ...]:
     results = []
     for label, changes in strategy_ladder(request):
-        total = compute(shape, replace(request, **changes)).per_device_total_bytes
-        results.append(StrategyResult(label, total, total <= gpu_memory_bytes, changes))
+        rung = compute(shape, replace(request, **changes))
+        gpu, host = rung.per_device_total_bytes, rung.host_total_bytes
+        fits = gpu <= gpu_memory_bytes and (host_memory_bytes is None or host <= host_memory_bytes)
+        results.append(StrategyResult(label, gpu, host, fits, changes))
     return tuple(results)
+
+
+def detect_host_memory_bytes() -> int | None:
+    """This machine's total RAM (psutil), or None when it cannot be read."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().total)
 
 
 def detect_gpu_memory_bytes() -> int | None:

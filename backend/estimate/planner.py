@@ -104,7 +104,9 @@ def estimate(shape: ModelShape, request: EstimateRequest) -> Estimate:
     if request.gpu_memory_bytes:
         from backend.estimate.fit import fit_report
 
-        result = replace(result, fit=fit_report(shape, request, request.gpu_memory_bytes, base=result))
+        report = fit_report(shape, request, request.gpu_memory_bytes, base=result,
+                            host_memory_bytes=request.host_memory_bytes)
+        result = replace(result, fit=report)
     return result
 
 

@@ -131,6 +131,9 @@ def _fit_text(est: Estimate) -> Text:
     if fit.max_length_is_model_limit:
         length += " (the model's max_position_embeddings)"
     text.append(f"\nlargest batch size that fits: {batch}; largest max_length that fits: {length}")
+    if fit.host_memory_bytes is not None:
+        verdict = "fits" if fit.host_fits else "DOES NOT FIT"
+        text.append(f"\nhost RAM {gib(est.host_total_bytes)} of {gib(fit.host_memory_bytes)} GiB per node: {verdict}")
     ladder = "; ".join(f"{s.label} {gib(s.per_device_total_bytes)}{'' if s.fits else ' x'}" for s in fit.strategies)
-    text.append(f"\ncheapest strategy that fits: {fit.cheapest_strategy or 'none'}  [{ladder}]")
+    text.append(f"\ncheapest strategy that fits: {fit.cheapest_strategy or 'none'}  [GiB per GPU: {ladder}]")
     return text

@@ -35,6 +35,8 @@ class EstimateRequest:
       adamw_foreach = torch AdamW before that (one state-sized temporary in step()),
       paged_adamw_32bit = bitsandbytes, fp32 states whatever the parameter dtype (paged: the
       driver may move them to host under pressure; counted on the GPU here).
+    gpu_memory_bytes / host_memory_bytes: per GPU / per node; when the GPU's is set, `estimate`
+      adds a fit report (and checks host RAM of offloading strategies when the host's is set too).
     offload: move optimizer state to host RAM (and, for FSDP and ZeRO-3, parameters too;
       `offload_param=False` keeps ZeRO-3 parameters on the GPU).
     loss_token_fraction: share of positions whose logits are materialised (ms-swift's
@@ -62,6 +64,7 @@ class EstimateRequest:
     max_length: int = 2048
     gradient_checkpointing: bool = True
     gpu_memory_bytes: int | None = None
+    host_memory_bytes: int | None = None
     optimizer: str = "adamw"
     attn_implementation: str = "sdpa"
     liger_kernel: bool = False
@@ -163,8 +166,10 @@ def _validate(req: EstimateRequest) -> None:
         raise ValueError(f"lora_dropout must be in [0, 1), got {req.lora_dropout!r}")
     if not 0.0 < req.loss_token_fraction <= 1.0:
         raise ValueError(f"loss_token_fraction must be in (0, 1], got {req.loss_token_fraction!r}")
-    if req.gpu_memory_bytes is not None and req.gpu_memory_bytes <= 0:
-        raise ValueError(f"gpu_memory_bytes must be positive, got {req.gpu_memory_bytes!r}")
+    for name in ("gpu_memory_bytes", "host_memory_bytes"):
+        value = getattr(req, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
     if req.distribution == "single" and req.world_size != 1:
         raise ValueError("distribution 'single' runs one process on one GPU: use num_gpus=1 num_nodes=1, "
                          "or ddp / fsdp / deepspeed for more GPUs")

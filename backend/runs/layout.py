@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -112,8 +113,11 @@ class RunFolder:
         write_text_atomic(self.state_path, state.model_dump_json(indent=2))
 
     def update_state(self, **changes: Any) -> RunState:
-        state = self.read_state().model_copy(update=changes)
-        self.write_state(state)
+        """Read-modify-write under a lock: the supervisor and a `stop` may update at once."""
+        with open(self.path / ".state.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.read_state().model_copy(update=changes)
+            self.write_state(state)
         return state
 
     def read_command(self) -> dict[str, Any]:
