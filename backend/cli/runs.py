@@ -150,7 +150,7 @@ def status(
     if s.state.failure_reason:
         console.print(f"  reason: {s.state.failure_reason}", highlight=False, markup=False)
     for line in memory["lines"]:
-        console.print(f"  {line}", highlight=False, markup=False)
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def logs(

@@ -119,7 +119,7 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     gpu["activations"] = t.activation_bytes(shape, req)
     gpu["logits"] = t.logits_bytes(shape, req)
     gpu["sharding_working"] = t.sharding_working_bytes(shape, req)
-    gpu["comm_buffers"] = t.comm_buffer_bytes(inv, req)
+    gpu["comm_buffers"] = t.comm_buffer_bytes(shape, inv, req)
     dynamic = sum(gpu[name] for name in _DYNAMIC)
     gpu["optimizer_step_temp"] = max(0.0, t.optimizer_step_temp_bytes(inv, req) - dynamic)
     gpu["cuda_context"] = t.cuda_context_bytes(req)

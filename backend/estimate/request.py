@@ -70,6 +70,7 @@ class EstimateRequest:
     liger_kernel: bool = False
     loss_token_fraction: float = 1.0
     fsdp_cpu_ram_efficient_loading: bool = True
+    ds_overlap_comm: bool = False  # the workbench's DeepSpeed config; ms-swift's stock zero2.json uses True
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:

@@ -34,7 +34,7 @@ ALLOCATOR_DYNAMIC_FRACTION = 0.10  # fragmentation from activations and other ch
 HOST_PROCESS_BYTES = 3 * GIB  # RSS of one training process: Python, torch, CUDA libs, tokenizer, data
 CHECKPOINT_SHARD_BYTES = 5 * 10**9  # transformers' default max_shard_size (5GB)
 DEEPSPEED_HOST_BUFFER_FACTOR = 1.5  # DeepSpeed estimators' additional_buffer_factor for pinned host memory
-ZERO2_BUCKET_ELEMENTS = 2e8  # ms-swift zero2.json: reduce_bucket_size = allgather_bucket_size = 2e8
+ZERO2_ALLGATHER_ELEMENTS = 2e8  # allgather_bucket_size in the workbench's and ms-swift's zero2 configs
 ZERO2_OVERLAP_FACTOR = 4.5  # DeepSpeed docs: overlap_comm uses 4.5x the bucket sizes
 ZERO3_PREFETCH_FACTOR = 0.9  # HF "auto": stage3_prefetch_bucket_size = 0.9 * hidden^2
 LOGIT_BYTES = 12  # per logit: fp32 log-softmax output + its fp32 gradient + the fp32 input gradient
@@ -360,27 +360,44 @@ def sharding_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
         # mixed precision likewise holds 16-bit copies of the units in flight
         return u.root_gathered + 2 * u.layer_gathered + grads
     if req.distribution == "deepspeed" and req.zero_stage == 3:
-        largest = shape.largest_module_params
-        trainable = largest if req.tuner == "full" else max(
-            (req.lora_rank * (s.in_features + s.out_features) for s in shape.linear_layers()
-             if s.name in set(req.resolved_targets)), default=0)
-        h2 = shape.hidden_size**2
-        gathered = c * (largest + ZERO3_PREFETCH_FACTOR * h2)
-        return gathered + c * (trainable + min(h2, _trainable_count(shape, req)))
+        return _zero3_working_bytes(shape, req)
     return 0.0
+
+
+def _zero3_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """ZeRO-3 gathers one module at a time (plus a prefetch bucket) and reduces its gradients
+    through a bucket: DeepSpeed's "4 x largest layer", with HF's "auto" bucket sizes."""
+    c = req.compute_bytes
+    h2 = shape.hidden_size**2
+    if req.tuner == "full":
+        largest_trainable = shape.largest_module_params
+    else:
+        targets = set(req.resolved_targets)
+        largest_trainable = max(req.lora_rank * (s.in_features + s.out_features)
+                                for s in shape.linear_layers() if s.name in targets)
+    gathered = shape.largest_module_params + ZERO3_PREFETCH_FACTOR * h2
+    reduced = largest_trainable + min(h2, _trainable_count(shape, req))
+    return c * (gathered + reduced)
 
 
 def _trainable_count(shape: ModelShape, req: EstimateRequest) -> int:
     return shape.total_params if req.tuner == "full" else lora_params(shape, req)
 
 
-def comm_buffer_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
-    """DDP's gradient buckets (a full copy of the gradients) and ZeRO-1/2's reduce/allgather buckets."""
+def comm_buffer_bytes(shape: ModelShape, inv: ParamInventory, req: EstimateRequest) -> float:
+    """DDP's gradient buckets (a full copy of the gradients) and ZeRO-1/2's reduce/allgather buckets.
+
+    ZeRO-1/2 buckets follow the config the workbench writes (backend/command.py): reduce bucket
+    "auto" (= hidden^2 elements), allgather bucket 2e8, overlap_comm off. ms-swift's stock
+    zero2.json turns overlap_comm on (`ds_overlap_comm=True`), which costs 4.5x the buckets.
+    """
     if req.distribution == "ddp" and req.world_size > 1:
         return inv.trainable * state_bytes(req).grad
     if req.distribution == "deepspeed" and req.zero_stage in (1, 2):
-        elements = min(ZERO2_OVERLAP_FACTOR * ZERO2_BUCKET_ELEMENTS, inv.trainable)
-        return 2 * req.compute_bytes * elements
+        factor = ZERO2_OVERLAP_FACTOR if req.ds_overlap_comm else 1.0
+        reduce = min(factor * shape.hidden_size**2, inv.trainable)
+        allgather = min(factor * ZERO2_ALLGATHER_ELEMENTS, inv.trainable)
+        return req.compute_bytes * (reduce + allgather)
     return 0.0
 
 

@@ -80,6 +80,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             param_dtype=str(params[0].dtype).removeprefix("torch.") if params else None,
             max_steps=state.max_steps,
             start_step=state.global_step,
+            rss_bytes=psutil.Process().memory_info().rss,
             output_dir=args.output_dir,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -49,6 +50,13 @@ def test_quickstart_finishes_with_falling_loss(tiny_model: Path, isolated_runs: 
     assert {e["v"] for e in events} == {1} and all("rank" in e for e in events)
     listing = workbench("runs").stdout
     assert run.run_id[:20] in listing and "finished" in listing
+    forecast = json.loads(run.forecast_path.read_text())
+    assert forecast["per_device_total_bytes"] > 0 and "breakdown" in forecast
+    status = json.loads(workbench("status", run.run_id, "--json").stdout)
+    growth = status["memory"]["rows"]["host_rss_growth_bytes"]
+    assert growth["measured_bytes"] > 0 and growth["forecast_bytes"] > 0 and growth["error_percent"] is not None
+    text = workbench("status", run.run_id).stdout
+    assert "memory forecast" in text and "error" in text and "RSS growth" in text
 
 
 def test_two_process_cpu_ddp_ranks_agree(tiny_model: Path, isolated_runs: Path) -> None:

@@ -1,0 +1,49 @@
+"""Forecast versus measurement: which part of the forecast each measured peak should match.
+
+A run stores `Estimate.to_json()` in its folder; its events carry measured peaks. The
+measurements see different slices of memory, so each is compared with the matching slice:
+
+* torch.cuda.max_memory_allocated  -> total minus CUDA context and allocator slack
+* torch.cuda.max_memory_reserved   -> total minus CUDA context (the caching allocator's pool)
+* NVML used memory of the process  -> the whole per-device total (context included)
+* host RSS of the process tree     -> the host total per node, divided by the local processes
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MEASUREMENTS = ("cuda_max_allocated_bytes", "cuda_max_reserved_bytes", "nvml_used_bytes", "host_rss_bytes")
+
+
+def comparable_forecasts(forecast: dict[str, Any]) -> dict[str, int]:
+    """The forecast's bytes for each kind of measurement, from `Estimate.to_json()`."""
+    total = forecast["per_device_total_bytes"]
+    b = forecast["breakdown"]
+    local = max(1, int(forecast.get("request", {}).get("num_gpus", 1)))
+    return {
+        "cuda_max_allocated_bytes": total - b["cuda_context"] - b["allocator_overhead"],
+        "cuda_max_reserved_bytes": total - b["cuda_context"],
+        "nvml_used_bytes": total,
+        "host_rss_bytes": forecast["host_total_bytes"] // local,
+    }
+
+
+def error_percent(forecast_bytes: float, measured_bytes: float) -> float | None:
+    """Signed error of the forecast in percent of the measurement (positive: we said more)."""
+    if not measured_bytes:
+        return None
+    return (forecast_bytes - measured_bytes) / measured_bytes * 100
+
+
+def compare(forecast: dict[str, Any], measured: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """One row per measurement present: forecast, measured and error in percent."""
+    expected = comparable_forecasts(forecast)
+    rows = {}
+    for kind in MEASUREMENTS:
+        value = measured.get(kind)
+        if value is None:
+            continue
+        rows[kind] = {"forecast_bytes": expected[kind], "measured_bytes": value,
+                      "error_percent": error_percent(expected[kind], value)}
+    return rows

@@ -1,0 +1,94 @@
+"""A launch profile (backend/profile.py) turned into planner inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from estimate_helpers import FIXTURES
+
+from backend.estimate import ConfigError, ModelShape
+from backend.estimate.from_profile import config_dir_for, request_from_profile, shape_from_profile
+from backend.profile import LaunchProfile, parse_profile
+
+
+def profile(text: str) -> LaunchProfile:
+    return parse_profile(text)
+
+
+def test_defaults_map_to_an_fp32_single_gpu_lora(qwen7b: ModelShape) -> None:
+    req = request_from_profile(LaunchProfile(), qwen7b)
+    assert (req.tuner, req.lora_rank, req.lora_dropout, req.target_modules) == ("lora", 8, 0.05, ("all-linear",))
+    assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 2048)
+    assert req.precision == "fp32" and req.torch_dtype == "bf16"  # torch_dtype auto -> config.json
+
+
+def test_deepspeed_and_extra_args(qwen7b: ModelShape) -> None:
+    p = profile('''
+[precision]
+bf16 = true
+[distribution]
+strategy = "deepspeed"
+nproc_per_node = 4
+num_machines = 2
+[distribution.deepspeed]
+stage = 3
+offload_optimizer = true
+[extra_swift_args]
+attn_impl = "flash_attn"
+use_liger_kernel = true
+optim = "adamw_torch"
+''')
+    req = request_from_profile(p, qwen7b)
+    assert (req.zero_stage, req.offload, req.offload_param) == (3, True, False)
+    assert (req.num_gpus, req.num_nodes, req.world_size) == (4, 2, 8)
+    assert (req.attn_implementation, req.liger_kernel, req.optimizer) == ("flash_attention_2", True, "adamw_foreach")
+
+
+def test_fsdp_block(qwen7b: ModelShape) -> None:
+    p = profile('''
+[tuner]
+type = "qlora"
+quant_bits = 8
+[distribution]
+strategy = "fsdp"
+nproc_per_node = 2
+[distribution.fsdp]
+sharding_strategy = "HYBRID_SHARD"
+cpu_offload = true
+activation_checkpointing = true
+cpu_ram_efficient_loading = false
+[training]
+gradient_checkpointing = false
+''')
+    req = request_from_profile(p, qwen7b, gpu_memory_bytes=123)
+    assert (req.fsdp_strategy, req.offload, req.quant_bits) == ("HYBRID_SHARD", True, 8)
+    assert req.gradient_checkpointing  # FSDP's own activation checkpointing counts
+    assert req.fsdp_cpu_ram_efficient_loading is False and req.gpu_memory_bytes == 123
+
+
+def test_shape_from_a_local_folder(tmp_path: Path) -> None:
+    p = LaunchProfile.model_validate({"model": {"source": str(FIXTURES / "llama2_7b")}})
+    assert shape_from_profile(p).total_params == 6_738_415_616
+
+
+def test_unbuilt_builtin_model_uses_its_spec(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))
+    shape = shape_from_profile(LaunchProfile())  # builtin:tiny-qwen2, not built in this empty cache
+    assert (shape.hidden_size, shape.num_layers, shape.tie_word_embeddings) == (64, 2, True)
+
+
+def test_hub_id_without_local_copy_is_a_clear_error(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "ms"))
+    with pytest.raises(ConfigError, match="pass --model DIR"):
+        config_dir_for("Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_hub_id_found_in_the_hugging_face_cache(monkeypatch, tmp_path: Path) -> None:
+    snapshot = tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((FIXTURES / "qwen2_5_7b" / "config.json").read_text())
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    assert config_dir_for("Qwen/Qwen2.5-7B-Instruct") == snapshot
