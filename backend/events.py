@@ -5,7 +5,8 @@
 
 - `run_begin`: precision, mixed_precision, scaler (class name or null), scaler_reason,
   distributed_type, world_size, devices, trainable_params, total_params, param_dtype, max_steps
-- `log`: step, max_steps, epoch, loss, learning_rate, grad_norm, token_acc, loss_scale,
+- `log`: step, max_steps, epoch, loss, learning_rate, grad_norm, token_acc, nonfinite (names of the
+  values above that were NaN/inf and are written as null), loss_scale,
   overflow_count, skipped_steps, steps_per_second, tokens_per_second, rss_bytes,
   cuda (list of {device, allocated, reserved, max_allocated, max_reserved}) when CUDA is used
 - `eval`: step, metrics ({eval_loss: ...})

@@ -40,6 +40,13 @@ def _finite_or_none(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _is_nonfinite(value: Any) -> bool:
+    try:
+        return not math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 class WorkbenchEventsCallback(TrainerCallback):
     def __init__(self, args: Any = None, trainer: Any = None):
         self.trainer = trainer
@@ -185,6 +192,8 @@ class WorkbenchEventsCallback(TrainerCallback):
             "max_steps": state.max_steps,
             "epoch": _finite_or_none(logs.get("epoch", state.epoch)),
             **{name: _finite_or_none(logs.get(key)) for name, key in LOG_KEYS.items()},
+            # a NaN/inf is written as null above; this says which nulls were non-finite, not missing
+            "nonfinite": [name for name, key in LOG_KEYS.items() if _is_nonfinite(logs.get(key))],
             "steps_per_second": (state.global_step - last_step) / elapsed,
             "tokens_per_second": (self._tokens - last_tokens) / elapsed,
             "rss_bytes": rss,

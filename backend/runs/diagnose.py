@@ -32,6 +32,7 @@ PATTERNS = [
              "CUDA out of memory",
              "Lower per_device_train_batch_size or max_length, turn on gradient_checkpointing, "
              "or shard/offload (FSDP FULL_SHARD + cpu_offload, ZeRO-3) or use QLoRA."),
+    # only the loss: a NaN/inf gradient norm is also what an fp16 step skipped by the scaler logs
     _Pattern("nan", re.compile(r"(?i)loss[\"']?\s*[:=]\s*[\"']?nan|nan loss|Loss is NaN"),
              "the loss became NaN",
              "Lower learning_rate, add warmup, use bf16 instead of fp16, or check the data for empty rows."),

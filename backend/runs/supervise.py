@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backend.runs.diagnose import describe_exit
 from backend.runs.layout import RunFolder
+from backend.runs.process import run_processes, signal_processes
 
 
 def supervise(run: RunFolder) -> int:
@@ -37,10 +38,22 @@ def supervise(run: RunFolder) -> int:
                                                  signal.signal(signal.SIGHUP, signal.SIG_IGN)))
     run.update_state(status="running", trainer_pid=child.pid, started_at=state.started_at or time.time())
     code = child.wait()
+    _wait_for_stragglers(run)
     final = run.read_state()
     status, reason, sig = describe_exit(code, run.log_tail(), stop_requested=final.stop_requested)
     run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, ended_at=time.time())
     return 0
+
+
+def _wait_for_stragglers(run: RunFolder, timeout: float = 30.0) -> None:
+    """The launcher can exit a moment before its workers (torch elastic puts them in sessions of
+    their own): the final status is written only once no process of the run is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not run_processes(run.path):
+            return
+        time.sleep(0.2)
+    signal_processes(run_processes(run.path), signal.SIGKILL)
 
 
 def main() -> None:

@@ -1,0 +1,620 @@
+"""The metrics of a run for display: fed by the events file's increments, bounded in memory.
+
+A run of 100,000 steps logs 100,000 points per metric; a terminal plot is about 150 cells
+wide. Each `Series` keeps, whatever the run's length:
+
+- a fixed number of buckets over the whole run (a power of two steps each), every bucket
+  with its lowest, highest and last point, so a spike or a dip is never averaged away;
+- the newest raw points (a ring), so zooming to the last N steps shows every point.
+
+The full data stays on disk in events.jsonl. The store takes the dicts of
+backend.events.EventReader (`ingest`), or, much faster for long files, the column batches
+of `ColumnReader`, which decodes whole blocks at once (msgspec when it is installed, the
+stdlib otherwise) instead of building one dict per line.
+No Textual here: the store is plain Python + numpy and is tested on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+try:  # msgspec decodes a block of lines into typed records about 6x faster than json
+    import msgspec
+except ImportError:  # pragma: no cover - exercised by forcing the fallback in tests
+    msgspec = None
+
+BUCKETS = 1024
+TAIL_POINTS = 4096
+CHUNK_BYTES = 4 << 20
+SMOOTHING = 0.9
+
+# the fields of a rank-0 `log` event that the store keeps as columns (every event)...
+LOG_COLUMNS = ("step", "loss", "learning_rate", "grad_norm", "loss_scale", "overflow_count", "skipped_steps")
+# the columns that become plotted series
+SERIES_NAMES = ("loss", "learning_rate", "grad_norm", "loss_scale")
+
+Points = tuple[list[float], list[float]]
+
+
+# ---------------------------------------------------------------- one series
+
+
+def _group_extremes(groups: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> dict[str, np.ndarray]:
+    """Per group (ids in `groups`): the min point, the max point, the last point, the count.
+
+    "Last" is the last one in arrival order (a stable sort keeps it); steps arrive sorted,
+    so the sort is usually skipped.
+    """
+    if len(groups) > 1 and np.any(groups[1:] < groups[:-1]):
+        order = np.argsort(groups, kind="stable")
+        groups, xs, ys = groups[order], xs[order], ys[order]
+    starts = np.flatnonzero(np.diff(groups, prepend=groups[0] - 1))
+    counts = np.diff(np.append(starts, len(groups)))
+    ends = starts + counts - 1
+    low = _first_where(ys == np.repeat(np.minimum.reduceat(ys, starts), counts), starts)
+    high = _first_where(ys == np.repeat(np.maximum.reduceat(ys, starts), counts), starts)
+    return {
+        "id": groups[starts], "count": counts,
+        "min_x": xs[low], "min_y": ys[low], "max_x": xs[high], "max_y": ys[high],
+        "last_x": xs[ends], "last_y": ys[ends],
+    }
+
+
+def _first_where(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Index of the first True in each group of `mask` (each group has one)."""
+    positions = np.where(mask, np.arange(len(mask)), len(mask))
+    return np.minimum.reduceat(positions, starts)
+
+
+def thin(xs: np.ndarray, ys: np.ndarray, max_points: int) -> Points:
+    """At most about `max_points` points that keep every bin's lowest and highest one."""
+    if len(xs) <= max_points:
+        return xs.tolist(), ys.tolist()
+    bins = max(1, max_points // 2)
+    span = float(xs.max() - xs.min()) or 1.0
+    ids = np.minimum(((xs - xs.min()) / span * bins).astype(np.int64), bins - 1)
+    ext = _group_extremes(ids, xs, ys)
+    px = np.concatenate([ext["min_x"], ext["max_x"], xs[-1:]])
+    py = np.concatenate([ext["min_y"], ext["max_y"], ys[-1:]])
+    px, unique = np.unique(px, return_index=True)  # sorted by x, one point per x
+    return px.tolist(), py[unique].tolist()
+
+
+def ema(values: np.ndarray, weight: float, state: float = 0.0) -> tuple[np.ndarray, float]:
+    """e[k] = weight * e[k-1] + (1 - weight) * values[k], from e[-1] = state; returns (e, last e).
+
+    Vectorised a block at a time: inside a block e[k] = w^k (state + (1-w) sum_j w^-j v[j]);
+    blocks stay short enough that w^-j cannot overflow.
+    """
+    if weight <= 0:
+        return values.astype(float), float(values[-1])
+    length = max(1, min(512, int(100 / -math.log10(weight)))) if weight < 1 else 512
+    powers = weight ** np.arange(1, length + 1)
+    out = np.empty(len(values))
+    for start in range(0, len(values), length):
+        block = values[start:start + length]
+        k = len(block)
+        out[start:start + k] = powers[:k] * (state + (1 - weight) * np.cumsum(block / powers[:k]))
+        state = float(out[start + k - 1])
+    return out, state
+
+
+class Series:
+    """One metric over steps in bounded memory: extremes per bucket for the whole run, raw newest points."""
+
+    def __init__(self, buckets: int = BUCKETS, tail: int = TAIL_POINTS):
+        if buckets < 2 or buckets % 2:
+            raise ValueError("buckets must be an even number >= 2")
+        self.buckets = buckets
+        self.width = 1.0  # steps per bucket, doubled whenever the run outgrows the buckets
+        self.origin: float | None = None
+        self.count = 0
+        self.last: tuple[float, float] | None = None
+        self._n = np.zeros(buckets, dtype=np.int64)
+        self._cols = {name: np.zeros(buckets) for name in ("min_x", "min_y", "max_x", "max_y", "last_x", "last_y")}
+        self._tail_x: deque[float] = deque(maxlen=tail)
+        self._tail_y: deque[float] = deque(maxlen=tail)
+        self._tail_from_start = True  # nothing has fallen out of the ring yet
+
+    def __len__(self) -> int:
+        return self.count
+
+    # ------------------------------------------------------------ adding
+
+    def append(self, x: float, y: float) -> None:
+        self.extend(np.array([x], dtype=float), np.array([y], dtype=float))
+
+    def extend(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        """Add points in arrival order; non-finite values are skipped (they are not plottable)."""
+        xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+        keep = np.isfinite(xs) & np.isfinite(ys)
+        xs, ys = xs[keep], ys[keep]
+        if not len(xs):
+            return
+        if self.origin is None:
+            self.origin = float(xs.min())
+        while (xs.max() - self.origin) // self.width >= self.buckets:
+            self._coarsen()
+        slots = np.clip(((xs - self.origin) // self.width).astype(np.int64), 0, self.buckets - 1)
+        self._merge(_group_extremes(slots, xs, ys))
+        self._extend_tail(xs, ys)
+        self.count += len(xs)
+        self.last = (float(xs[-1]), float(ys[-1]))
+
+    def _merge(self, ext: dict[str, np.ndarray]) -> None:
+        ids, cols, fresh = ext["id"], self._cols, self._n[ext["id"]] == 0
+        lower = fresh | (ext["min_y"] < cols["min_y"][ids])
+        higher = fresh | (ext["max_y"] > cols["max_y"][ids])
+        for end, better in (("min", lower), ("max", higher)):
+            for axis in ("x", "y"):
+                name = f"{end}_{axis}"
+                cols[name][ids] = np.where(better, ext[name], cols[name][ids])
+        cols["last_x"][ids] = ext["last_x"]
+        cols["last_y"][ids] = ext["last_y"]
+        self._n[ids] += ext["count"]
+
+    def _coarsen(self) -> None:
+        """Halve the resolution: bucket pairs (2i, 2i+1) become bucket i."""
+        half = self.buckets // 2
+        n = self._n.reshape(half, 2)
+        cols = {name: col.reshape(half, 2) for name, col in self._cols.items()}
+        # an empty bucket never wins; among two full ones the lower min / higher max does
+        pick_min = np.where((n[:, 1] > 0) & ((n[:, 0] == 0) | (cols["min_y"][:, 1] < cols["min_y"][:, 0])), 1, 0)
+        pick_max = np.where((n[:, 1] > 0) & ((n[:, 0] == 0) | (cols["max_y"][:, 1] > cols["max_y"][:, 0])), 1, 0)
+        pick_last = np.where(n[:, 1] > 0, 1, 0)
+        rows = np.arange(half)
+        merged = {}
+        for name, pick in (("min", pick_min), ("max", pick_max), ("last", pick_last)):
+            for axis in ("x", "y"):
+                merged[f"{name}_{axis}"] = cols[f"{name}_{axis}"][rows, pick]
+        counts = n.sum(axis=1)
+        for name, col in self._cols.items():
+            col[:half] = merged[name]
+            col[half:] = 0.0
+        self._n[:half] = counts
+        self._n[half:] = 0
+        self.width *= 2
+
+    def _extend_tail(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        """Append to the ring of newest points; a step that goes back (a resumed run) replaces what followed it."""
+        breaks = np.flatnonzero(np.diff(xs) <= 0) + 1
+        keep = self._tail_x.maxlen or len(xs)
+        for seg_x, seg_y in zip(np.split(xs, breaks), np.split(ys, breaks)):
+            while self._tail_x and self._tail_x[-1] >= seg_x[0]:
+                self._tail_x.pop()
+                self._tail_y.pop()
+            if len(self._tail_x) + len(seg_x) > keep:
+                self._tail_from_start = False
+            seg_x, seg_y = seg_x[-keep:], seg_y[-keep:]  # the ring would drop the rest at once
+            self._tail_x.extend(seg_x.tolist())
+            self._tail_y.extend(seg_y.tolist())
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def tail_is_complete(self) -> bool:
+        """True while the ring holds the run from its first point (a resume's repeats replaced)."""
+        return self._tail_from_start
+
+    def minimum(self) -> tuple[float, float] | None:
+        return self._extreme("min")
+
+    def maximum(self) -> tuple[float, float] | None:
+        return self._extreme("max")
+
+    def _extreme(self, end: str) -> tuple[float, float] | None:
+        used = np.flatnonzero(self._n)
+        if not len(used):
+            return None
+        ys = self._cols[f"{end}_y"][used]
+        best = used[np.argmin(ys) if end == "min" else np.argmax(ys)]
+        return float(self._cols[f"{end}_x"][best]), float(self._cols[f"{end}_y"][best])
+
+    def points(self, last_n: int | None = None, max_points: int = 400) -> Points:
+        """Points to draw: the whole run, or the steps after last step - `last_n`; extremes always kept."""
+        if self.last is None:
+            return [], []
+        cutoff = self.last[0] - last_n if last_n else -math.inf
+        tail_x = self._tail_x
+        if self.tail_is_complete or (tail_x and tail_x[0] <= cutoff):
+            xs, ys = np.fromiter(tail_x, dtype=float), np.fromiter(self._tail_y, dtype=float)
+        else:
+            xs, ys = self._bucket_points()
+        keep = xs > cutoff
+        return thin(xs[keep], ys[keep], max_points)
+
+    def _bucket_points(self) -> tuple[np.ndarray, np.ndarray]:
+        used = np.flatnonzero(self._n)
+        c = self._cols
+        xs = np.concatenate([c["min_x"][used], c["max_x"][used], c["last_x"][used[-1:]]])
+        ys = np.concatenate([c["min_y"][used], c["max_y"][used], c["last_y"][used[-1:]]])
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
+        distinct = np.append(np.diff(xs) != 0, True)  # one point per x: the later one
+        return xs[distinct], ys[distinct]
+
+
+# ---------------------------------------------------------------- decoding blocks of events
+
+
+@dataclass
+class EventBatch:
+    """Decoded events: rank-0 `log` events as columns, every other event as a dict (in file order)."""
+
+    logs: dict[str, np.ndarray] = field(default_factory=dict)
+    last_log: dict[str, Any] | None = None
+    others: list[dict[str, Any]] = field(default_factory=list)
+    other_ranks: set[int] = field(default_factory=set)
+    bad_lines: int = 0
+
+    @property
+    def log_count(self) -> int:
+        return len(self.logs["step"]) if self.logs else 0
+
+    @classmethod
+    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> EventBatch:
+        batch, rows = cls(), []
+        for event in events:
+            rank = event.get("rank", 0) or 0
+            if rank != 0:
+                batch.other_ranks.add(int(rank))
+            elif event.get("type") == "log":
+                rows.append(tuple(event.get(name) for name in LOG_COLUMNS))
+                batch.last_log = dict(event)
+            else:
+                batch.others.append(dict(event))
+        batch.logs = _columns(rows)
+        return batch
+
+
+def _columns(rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
+    if not rows:
+        return {}
+    table = np.array(rows, dtype=float)  # None becomes NaN
+    return {name: table[:, i] for i, name in enumerate(LOG_COLUMNS)}
+
+
+if msgspec is not None:
+
+    class _Line(msgspec.Struct, gc=False):
+        """What the store needs of every line; other fields are skipped while decoding, and the
+        newest log line is decoded again whole (every float costs a Python object)."""
+
+        type: str = ""
+        rank: int = 0
+        step: float | None = None
+        loss: float | None = None
+        learning_rate: float | None = None
+        grad_norm: float | None = None
+        loss_scale: float | None = None
+        overflow_count: float | None = None
+        skipped_steps: float | None = None
+        metrics: dict[str, Any] | None = None  # eval
+        path: str | None = None  # checkpoint
+
+    _LINE_DECODER = msgspec.json.Decoder(_Line)
+    _DICT_DECODER = msgspec.json.Decoder()
+    _ROW = operator.attrgetter(*LOG_COLUMNS)  # one C call per line makes the row tuple
+    _FROM_STRUCT = ("eval", "checkpoint")
+
+
+def decode_block(data: bytes, end: int | None = None) -> EventBatch:
+    """Decode the complete lines in data[:end]; a bad line is counted and skipped."""
+    end = len(data) if end is None else end
+    if msgspec is None:
+        return _decode_stdlib(data[:end])
+    try:
+        lines = _LINE_DECODER.decode_lines(memoryview(data)[:end])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decode_stdlib(data[:end])  # rare: a torn or foreign line; the slow path finds it
+    batch = EventBatch()
+    logs = [line for line in lines if line.type == "log" and line.rank == 0]
+    batch.logs = _columns(list(map(_ROW, logs)))
+    if len(logs) < len(lines):
+        batch.other_ranks = {line.rank for line in lines if line.rank != 0}
+        others = [(i, line) for i, line in enumerate(lines) if line.type != "log" and line.rank == 0]
+        raw = None
+        for position, line in others:
+            if line.type in _FROM_STRUCT:  # frequent and small: what the store uses was decoded already
+                batch.others.append({"type": line.type, "rank": 0, "step": line.step, "metrics": line.metrics,
+                                     "path": line.path})
+            else:  # run_begin / run_end / a future type (rare): wanted whole
+                raw = raw if raw is not None else _nonblank_lines(data, end, len(lines))
+                batch.others.append(_DICT_DECODER.decode(raw[position]))
+    if logs:
+        last = next(i for i in range(len(lines) - 1, -1, -1) if lines[i] is logs[-1])
+        batch.last_log = _DICT_DECODER.decode(_line_from_end(data, end, len(lines) - 1 - last))
+    return batch
+
+
+def _nonblank_lines(data: bytes, end: int, expected: int) -> list[bytes]:
+    """The lines of data[:end] as decode_lines counted them (it skips blank ones)."""
+    raw = data.split(b"\n")
+    if end < len(data) or not raw[-1]:
+        raw.pop()  # what follows the last newline: a line still being written, or nothing
+    if len(raw) == expected:  # the usual case: no blank line to drop
+        return raw
+    return [text for text in raw if text.strip()]
+
+
+def _line_from_end(data: bytes, end: int, back: int) -> bytes:
+    """The non-blank line `back` lines before the last one of data[:end] (0 = the last)."""
+    while True:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        line = data[start:end]
+        if line.strip():
+            if back == 0:
+                return line
+            back -= 1
+        end = start
+
+
+def _decode_stdlib(block: bytes) -> EventBatch:
+    events, bad = [], 0
+    for raw in block.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(event, dict) and "type" in event:
+            events.append(event)
+        else:
+            bad += 1
+    batch = EventBatch.from_events(events)
+    batch.bad_lines = bad
+    return batch
+
+
+class ColumnReader:
+    """Incremental reader of events.jsonl, like backend.events.EventReader, that returns columns.
+
+    `offset` is the end of the last complete line consumed: a half-written last line is
+    simply read again next time, so no bytes are copied or carried between reads.
+    """
+
+    def __init__(self, path: str | Path, offset: int = 0):
+        self.path = Path(path)
+        self.offset = offset
+        self.bad_lines = 0
+
+    def read_batch(self, max_bytes: int = CHUNK_BYTES) -> EventBatch:
+        """The next complete events, from at most `max_bytes` of the file (bounded memory)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(max_bytes)
+        except FileNotFoundError:
+            return EventBatch()
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) >= max_bytes:  # one line longer than a chunk: read it whole
+                return self.read_batch(max_bytes * 2)
+            return EventBatch()
+        self.offset += end
+        batch = decode_block(data, end)
+        self.bad_lines += batch.bad_lines
+        return batch
+
+
+# ---------------------------------------------------------------- the store
+
+
+@dataclass(frozen=True)
+class Throughput:
+    step: int | None
+    max_steps: int | None
+    steps_per_second: float | None  # averaged over the recent log events
+    tokens_per_second: float | None
+    eta_seconds: float | None
+    fraction: float | None
+
+
+@dataclass(frozen=True)
+class OverflowMarker:
+    step: float
+    scale: float | None
+    count: int  # overflows since the previous log event
+
+
+class MetricsStore:
+    """Everything the monitor shows about one run's events, in bounded memory.
+
+    Feed it with `ingest(events)` (dicts from EventReader) or `ingest_batch(batch)` (from
+    ColumnReader). Readers in other threads take `lock` around reads.
+    """
+
+    def __init__(self, buckets: int = BUCKETS, tail: int = TAIL_POINTS, smoothing: float = SMOOTHING):
+        self.lock = threading.RLock()
+        self.smoothing = smoothing
+        self.series = {name: Series(buckets, tail) for name in SERIES_NAMES}
+        self.loss_smooth = Series(buckets, tail)
+        self.eval_loss = Series(buckets, tail)
+        self.overflows = Series(buckets, tail)  # x: step, y: the scale after the drop
+        self.markers: deque[OverflowMarker] = deque(maxlen=256)
+        self.run_begin: dict[str, Any] | None = None
+        self.run_end: dict[str, Any] | None = None
+        self.last_log: dict[str, Any] | None = None
+        self.last_eval: dict[str, Any] | None = None
+        self.checkpoints: deque[tuple[int, str]] = deque(maxlen=32)
+        self.attempts = 0
+        self.log_events = 0
+        self.other_ranks: set[int] = set()
+        self.overflow_total = 0
+        self.skipped_total = 0
+        self.grad_norm_lost_at: float | None = None  # first step whose grad norm was not finite
+        self.version = 0  # bumped by every ingest that changed something
+        self._ema = 0.0
+        self._ema_n = 0
+        self._last_counts = {"overflow_count": 0.0, "skipped_steps": 0.0}
+        self._grad_seen = False
+        self._recent: deque[tuple[float, float]] = deque(maxlen=32)  # (time, step) of recent logs
+
+    # ------------------------------------------------------------ feeding
+
+    def ingest(self, events: Iterable[Mapping[str, Any]]) -> int:
+        return self.ingest_batch(EventBatch.from_events(events))
+
+    def ingest_batch(self, batch: EventBatch) -> int:
+        """Add a batch; returns how many events it held."""
+        with self.lock:
+            self.other_ranks |= batch.other_ranks
+            evals: list[tuple[float, float]] = []
+            for event in batch.others:
+                self._other_event(event, evals)
+            if evals:
+                self.eval_loss.extend(*np.array(evals, dtype=float).T)
+            if batch.log_count:
+                self._logs(batch.logs)
+            if batch.last_log is not None:
+                self.last_log = batch.last_log
+                self._note_progress(batch.last_log)
+            changed = batch.log_count + len(batch.others)
+            if changed:
+                self.version += 1
+            return changed
+
+    def _other_event(self, event: dict[str, Any], evals: list[tuple[float, float]]) -> None:
+        kind = event.get("type")
+        if kind == "run_begin":
+            self.run_begin, self.run_end = event, None
+            self.attempts += 1
+        elif kind == "run_end":
+            self.run_end = event
+        elif kind == "eval":
+            self.last_eval = event
+            value = (event.get("metrics") or {}).get("eval_loss")
+            if isinstance(value, (int, float)) and event.get("step") is not None:
+                evals.append((float(event["step"]), float(value)))
+        elif kind == "checkpoint":
+            self.checkpoints.append((int(event.get("step") or 0), str(event.get("path", ""))))
+
+    def _logs(self, cols: dict[str, np.ndarray]) -> None:
+        steps = cols["step"]
+        for name in SERIES_NAMES:
+            self.series[name].extend(steps, cols[name])
+        self._smooth(steps, cols["loss"])
+        overflowed = self._count_overflows(steps, cols)
+        self._watch_grad_norm(steps, cols["grad_norm"], cols["loss"], overflowed)
+        self.log_events += len(steps)
+
+    def _note_progress(self, last: dict[str, Any]) -> None:
+        """Remember (time, step) of the newest log of each batch, for an averaged rate."""
+        when, step = last.get("time"), last.get("step")
+        if not isinstance(when, (int, float)) or not isinstance(step, (int, float)):
+            return
+        if self._recent and step < self._recent[-1][1]:
+            self._recent.clear()  # a resumed run went back to its checkpoint
+        self._recent.append((float(when), float(step)))
+
+    def _smooth(self, steps: np.ndarray, losses: np.ndarray) -> None:
+        """Debiased exponential moving average of the loss (TensorBoard's smoothing)."""
+        keep = np.isfinite(losses) & np.isfinite(steps)
+        values = losses[keep]
+        if not len(values):
+            return
+        raw, self._ema = ema(values, self.smoothing, self._ema)
+        counts = self._ema_n + np.arange(1, len(values) + 1)
+        self._ema_n += len(values)
+        self.loss_smooth.extend(steps[keep], raw / (1 - self.smoothing**counts) if self.smoothing > 0 else raw)
+
+    def _count_overflows(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """Markers where the cumulative overflow count rose; a count that restarts (resume) adds on.
+
+        Returns which rows had an overflow (their grad norm is inf by design)."""
+        overflowed = np.zeros(len(steps), dtype=bool)
+        for name in ("overflow_count", "skipped_steps"):
+            values = cols[name]
+            valid = np.isfinite(values)
+            if not valid.any():
+                continue
+            seq = np.concatenate([[self._last_counts[name]], values[valid]])
+            rises = np.diff(seq)
+            rises = np.where(rises < 0, seq[1:], rises)  # the count restarted from zero
+            self._last_counts[name] = float(seq[-1])
+            if name == "skipped_steps":
+                self.skipped_total += int(rises.sum())
+                continue
+            self.overflow_total += int(rises.sum())
+            at = np.flatnonzero(rises > 0)
+            overflowed[np.flatnonzero(valid)[at]] = True
+            marker_steps, scales = steps[valid][at], cols["loss_scale"][valid][at]
+            for step, scale, count in zip(marker_steps.tolist(), scales.tolist(), rises[at].tolist()):
+                self.markers.append(OverflowMarker(step, scale if math.isfinite(scale) else None, int(count)))
+            self.overflows.extend(marker_steps, scales)
+        return overflowed
+
+    def _watch_grad_norm(self, steps: np.ndarray, grads: np.ndarray, losses: np.ndarray,
+                         overflowed: np.ndarray) -> None:
+        """A grad norm that was finite and then is missing (NaN/inf) at a step the scaler did not skip."""
+        finite = np.isfinite(grads) | overflowed
+        if not self._grad_seen:
+            measured = np.isfinite(grads)
+            if not measured.any():
+                return
+            self._grad_seen = True
+            first = int(np.argmax(measured))
+            steps, grads, losses, finite = steps[first:], grads[first:], losses[first:], finite[first:]
+        lost = ~finite & np.isfinite(losses)
+        if self.grad_norm_lost_at is None and lost.any():
+            self.grad_norm_lost_at = float(steps[int(np.argmax(lost))])
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def scaler(self) -> str | None:
+        return (self.run_begin or {}).get("scaler")
+
+    @property
+    def scaler_reason(self) -> str | None:
+        return (self.run_begin or {}).get("scaler_reason")
+
+    def throughput(self) -> Throughput:
+        with self.lock:
+            last = self.last_log or {}
+            end = self.run_end or {}
+            step = _int(end.get("step") if end else last.get("step"))
+            max_steps = _int(last.get("max_steps") or end.get("max_steps") or (self.run_begin or {}).get("max_steps"))
+            rate = self._recent_rate() or last.get("steps_per_second")
+            eta = None
+            if rate and step is not None and max_steps and not end:
+                eta = max(0.0, (max_steps - step) / rate)
+            fraction = min(1.0, step / max_steps) if step is not None and max_steps else None
+            return Throughput(step, max_steps, rate, last.get("tokens_per_second"), eta, fraction)
+
+    def _recent_rate(self) -> float | None:
+        if len(self._recent) < 2:
+            return None
+        (t0, s0), (t1, s1) = self._recent[0], self._recent[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 and s1 > s0 else None
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# ---------------------------------------------------------------- whole files
+
+
+def load_store(path: str | Path, store: MetricsStore | None = None) -> MetricsStore:
+    """Read an events file to its end, a chunk at a time, into a store (compare view, tests, bench)."""
+    store = store or MetricsStore()
+    reader = ColumnReader(Path(path))
+    while True:
+        before = reader.offset
+        store.ingest_batch(reader.read_batch())
+        if reader.offset == before:
+            return store

@@ -1,0 +1,103 @@
+"""System sampling on this machine: host RAM, a real process tree marked as a run, NVML or why not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from backend.hardware import query_hardware
+from backend.runs.process import RUN_MARKER_ENV
+from backend.system_monitor import SystemMonitor, SystemSample
+
+# a parent that starts a child and both hold some memory, like a launcher and its worker
+CHILD = "import time; b = b'x' * (40 << 20); print('ready', flush=True); time.sleep(60)"
+TREE = (
+    "import subprocess, sys, time\n"
+    f"child = subprocess.Popen([sys.executable, '-c', {CHILD!r}], stdout=subprocess.PIPE, text=True)\n"
+    "child.stdout.readline()\n"
+    "a = b'y' * (20 << 20)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.fixture
+def fake_run(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """A process tree carrying a run folder's marker, as every process of a real run does."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = {**os.environ, RUN_MARKER_ENV: str(run_dir.resolve())}
+    parent = subprocess.Popen([sys.executable, "-c", TREE], env=env, stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+    yield run_dir, parent
+    for proc in [*psutil.Process(parent.pid).children(recursive=True), psutil.Process(parent.pid)]:
+        proc.kill()
+    parent.wait()
+
+
+def test_host_memory_is_this_machines() -> None:
+    sample = SystemMonitor().sample()
+    memory = psutil.virtual_memory()
+    assert sample.host_total == memory.total
+    assert 0 < sample.host_used < sample.host_total
+    assert sample.run_rss is None and sample.run_pids == ()  # no run given
+
+
+def test_run_tree_rss_sums_every_process_of_the_run(fake_run: tuple[Path, subprocess.Popen[str]]) -> None:
+    run_dir, parent = fake_run
+    sample = SystemMonitor(run_dir).sample()
+    tree = [psutil.Process(parent.pid), *psutil.Process(parent.pid).children(recursive=True)]
+    assert set(sample.run_pids) == {p.pid for p in tree}
+    expected = sum(p.memory_info().rss for p in tree)
+    assert sample.run_rss == pytest.approx(expected, rel=0.05)
+    assert sample.run_rss > 60 << 20  # the two bytearrays
+
+
+def test_gpus_or_the_reason_there_are_none() -> None:
+    sample = SystemMonitor().sample()
+    hardware = query_hardware()
+    if hardware.gpus:
+        assert sample.gpu_error is None
+        assert [g.index for g in sample.gpus] == [g.index for g in hardware.gpus]
+        assert all(g.memory_total == h.memory_total_bytes for g, h in zip(sample.gpus, hardware.gpus))
+    else:
+        assert sample.gpus == ()
+        assert "no NVIDIA GPU" in (sample.gpu_error or "")
+
+
+def test_nvml_is_asked_once_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_FAKE_NO_GPU", "1")
+    monitor = SystemMonitor()
+    first, second = monitor.sample(), monitor.sample()
+    assert first.gpu_error == second.gpu_error and "no NVIDIA GPU" in first.gpu_error
+
+
+def test_run_loop_reports_until_stopped_and_survives_a_failed_callback() -> None:
+    samples: list[SystemSample] = []
+    errors: list[Exception] = []
+
+    def on_sample(sample: SystemSample) -> None:
+        samples.append(sample)
+        if len(samples) == 1:
+            raise RuntimeError("a consumer failed once")
+
+    stop = threading.Event()
+    monitor = SystemMonitor(interval=0.02)
+    thread = threading.Thread(target=monitor.run, args=(on_sample, stop, errors.append))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert len(samples) >= 3 and [str(e) for e in errors] == ["a consumer failed once"]
+    assert samples[-1].time >= samples[0].time

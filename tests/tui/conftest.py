@@ -1,0 +1,51 @@
+"""Helpers for driving the real launch workspace with Textual's pilot."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import load_profile, save_profile
+
+QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
+
+
+async def settle(pilot: Pilot, rounds: int = 3) -> None:
+    """Let workers finish and their messages land (scans, model details, token counts)."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.fixture
+def profile_copy(tmp_path: Path) -> Path:
+    """The quickstart profile as a user's own (writable) file."""
+    target = tmp_path / "profiles" / "mine.toml"
+    target.parent.mkdir()
+    shutil.copy(QUICKSTART, target)
+    return target
+
+
+@pytest.fixture
+def hub_profile(tmp_path: Path) -> Path:
+    """A profile naming a hub model and a hub dataset, for the pickers to replace."""
+    profile = load_profile(QUICKSTART)
+    profile.name = "hub-start"
+    profile.model.source = "Qwen/Qwen2.5-0.5B-Instruct"
+    profile.model.model_type = None
+    profile.model.template = None
+    profile.data.train = ["AI-ModelScope/alpaca-gpt4-data-en#100"]
+    return save_profile(profile, tmp_path / "hub-start.toml")
+
+
+@pytest.fixture(scope="session")
+def swift_registry(workbench_home: Path) -> dict:
+    """ms-swift's model registry, dumped once per session in a child process (about 15 s)."""
+    from backend.models import build_swift_registry, load_swift_registry
+
+    return load_swift_registry() or build_swift_registry()

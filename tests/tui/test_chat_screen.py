@@ -1,0 +1,153 @@
+"""The chat screen with real chat workers (a LoRA checkpoint of the tiny model and its base).
+
+One pilot session walks the whole life of a chat, since each worker takes seconds to load:
+loading state, streaming, settings, stop, a crashed worker and its restart, and no process
+left once the app has exited.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.app import App
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.widgets import Input, LoadingIndicator, Static
+
+from backend.jobs.chat import Chunk, Done
+from backend.runs.layout import RunFolder
+from tests.jobs.jobs_helpers import train_quickstart, wait_gone
+from tui.app import WorkbenchApp
+from tui.screens.chat import ChatPane, ChatScreen
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def short_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
+    """Four LoRA steps: a real checkpoint with a base model to compare against."""
+    return train_quickstart(tmp_path_factory.mktemp("chat-screen-runs"), training={"max_steps": 4, "save_steps": 4})
+
+
+class ChatHost(App[None]):
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+    def on_mount(self) -> None:
+        self.push_screen(ChatScreen(self.run_dir, compare=True))
+
+
+async def until(pilot: Pilot, condition: Callable[[], object], what: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        await pilot.pause(0.1)
+
+
+def text_of(widget: Static) -> str:
+    content = widget.content
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def worker_events(messages: list[Message], pane: ChatPane, kind: type) -> list[object]:
+    return [m.event for m in messages
+            if isinstance(m, ChatPane.WorkerEvent) and m.control is pane and isinstance(m.event, kind)]
+
+
+async def send(pilot: Pilot, prompt: str) -> None:
+    field = pilot.app.screen.query_one("#prompt", Input)
+    field.focus()
+    field.value = prompt
+    await pilot.press("enter")
+
+
+async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_run: RunFolder) -> None:
+    messages: list[Message] = []
+    app = ChatHost(short_run.path)
+    async with app.run_test(size=(160, 50), message_hook=messages.append) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        tuned, base = screen.query_one("#pane-tuned", ChatPane), screen.query_one("#pane-base", ChatPane)
+        assert tuned.target.adapters and not base.target.adapters
+
+        # loading: a spinner and a status line, never a blank screen
+        assert tuned.has_class("-loading") and tuned.query_one(LoadingIndicator).display
+        await until(pilot, lambda: "loading the model" in text_of(tuned.query_one(".status-text", Static)),
+                    "the loading status")
+        await until(pilot, lambda: tuned.client.state == base.client.state == "ready", "both models to load")
+        assert not tuned.query_one(LoadingIndicator).display
+        assert "loaded in" in text_of(tuned.query_one(".status-text", Static))
+        first_pids = [tuned.client.pid, base.client.pid]
+
+        # an invalid setting names the field and sends nothing
+        screen.query_one("#temperature", Input).value = "5"
+        await send(pilot, "hello")
+        assert not tuned.history and screen.focused is screen.query_one("#temperature", Input)
+
+        # streaming: the answer grows chunk by chunk in both panes
+        screen.query_one("#temperature", Input).value = "0"
+        screen.query_one("#max-tokens", Input).value = "24"
+        await send(pilot, "who are you?")
+        await until(pilot, lambda: len(tuned.history) == len(base.history) == 2, "both answers")
+        for pane in (tuned, base):
+            chunks, done = worker_events(messages, pane, Chunk), worker_events(messages, pane, Done)
+            assert len(chunks) >= 2 and len(done) == 1
+            assert messages.index(next(m for m in messages if getattr(m, "event", None) is chunks[0])) < \
+                messages.index(next(m for m in messages if getattr(m, "event", None) is done[0]))
+            answer = pane.query(".bubble.answer").last()
+            assert text_of(answer) == done[0].text == pane.history[-1]["content"]
+
+        # stop: Esc ends the answers being written
+        screen.query_one("#temperature", Input).value = "1"
+        screen.query_one("#max-tokens", Input).value = "1000"
+        before = len(worker_events(messages, tuned, Chunk))
+        await send(pilot, "tell me a long story")
+        await until(pilot, lambda: len(worker_events(messages, tuned, Chunk)) > before, "the first chunk")
+        running = [pane for pane in (tuned, base) if pane.busy]
+        assert running, "both answers ended before Esc"
+        await pilot.press("escape")
+        await until(pilot, lambda: not tuned.busy and not base.busy, "the answers to stop")
+        for pane in running:
+            assert worker_events(messages, pane, Done)[-1].finish_reason == "stopped"
+            assert text_of(pane.query(".bubble.answer").last()).endswith("[stopped]")
+
+        # a crashed worker: a clear message, then ctrl+r brings it back with the conversation kept
+        os.kill(tuned.client.pid, signal.SIGKILL)
+        await until(pilot, lambda: tuned.has_class("-dead"), "the crash to show")
+        assert "killed by SIGKILL" in text_of(tuned.query(".bubble.error").last())
+        history = list(tuned.history)
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: tuned.client.state == "ready", "the restarted worker")
+        assert tuned.client.pid not in first_pids and tuned.history == history and base.client.pid == first_pids[1]
+        screen.query_one("#max-tokens", Input).value = "8"
+        await send(pilot, "who are you?")
+        await until(pilot, lambda: len(tuned.history) == len(history) + 2, "an answer after the restart")
+        pids = [*first_pids, tuned.client.pid]
+
+    assert wait_gone(pids) == [], "a chat worker outlived the app"
+
+
+async def test_open_chat_pushes_the_screen_or_says_why_not(short_run: RunFolder, tmp_path: Path) -> None:
+    app = WorkbenchApp(None, start_mode="runs")
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.open_chat(tmp_path / "nothing-here")
+        await pilot.pause()
+        assert not isinstance(app.screen, ChatScreen)
+        assert any("Cannot open the chat" in (n.title or "") for n in app._notifications)
+        app.open_chat(short_run.path)
+        await pilot.pause()
+        assert isinstance(app.screen, ChatScreen)
+        pane = app.screen.query_one("#pane-tuned", ChatPane)
+        await until(pilot, lambda: pane.client.pid is not None, "the worker to start")
+        pid = pane.client.pid
+        await pilot.press("escape")  # nothing being answered: Esc leaves the chat
+        await pilot.pause()
+        assert not isinstance(app.screen, ChatScreen)
+    assert wait_gone([pid]) == []

@@ -1,0 +1,185 @@
+"""The settings form: tuner switches, live validation, refused values at the field, the live preview."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+from textual.widgets import Checkbox, Input, OptionList, Select
+
+from backend.profile import load_profile
+from tests.fakes import CPU_BOX
+from tests.tui.conftest import settle
+from tui.app import WorkbenchApp
+from tui.screens.launch import LaunchScreen
+from tui.widgets.dialogs import ConfirmScreen, PathPromptScreen
+from tui.widgets.validation_panel import ValidationPanel
+
+
+def _command(screen: LaunchScreen) -> str:
+    return screen.query_one("#command-preview").text
+
+
+async def _select(pilot, screen: LaunchScreen, path: str, label: str) -> None:
+    """Choose `label` in the Select of `path` with the keyboard (Enter opens, arrows move, Enter picks)."""
+    editor = screen.editors[path]
+    screen.show_field(path)
+    await pilot.pause()
+    select = editor.query_one(Select)
+    select.focus()
+    await pilot.pause()
+    labels = [choice for choice, _ in editor.spec.choices]
+    steps = labels.index(label) - select.value
+    await pilot.press("enter")
+    await pilot.pause()
+    for _ in range(abs(steps)):
+        await pilot.press("down" if steps > 0 else "up")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert editor.text == label
+
+
+async def _toggle(pilot, screen: LaunchScreen, path: str) -> None:
+    screen.show_field(path)
+    await pilot.pause()
+    screen.editors[path].query_one(Checkbox).focus()
+    await pilot.press("space")
+    await pilot.pause()
+
+
+async def _type(pilot, screen: LaunchScreen, path: str, text: str) -> None:
+    screen.show_field(path)
+    await pilot.pause()
+    field = screen.editors[path].query_one(Input)
+    field.focus()
+    await pilot.press("end", *["backspace"] * len(field.value), *text)
+    await pilot.pause()
+
+
+async def test_tuner_to_qlora_and_back(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert "--quant_bits" not in _command(screen)
+        assert not screen.editors["tuner.quant_bits"].display
+
+        await _select(pilot, screen, "tuner.type", "qlora")
+        assert screen.profile.tuner.type == "qlora"
+        assert screen.editors["tuner.quant_bits"].display and screen.editors["tuner.bnb_4bit_quant_type"].display
+        tokens = shlex.split(_command(screen).replace("\\\n", " "))
+        assert tokens[tokens.index("--quant_bits") + 1] == "4"
+        assert tokens[tokens.index("--quant_method") + 1] == "bnb"
+        assert screen.is_dirty
+
+        await _select(pilot, screen, "tuner.type", "lora")
+        assert "--quant_bits" not in _command(screen)
+        assert not screen.editors["tuner.quant_bits"].display
+        assert not screen.is_dirty  # back to what the file says
+        assert screen.diff_text() == ""
+
+
+async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        panel = screen.query_one(ValidationPanel)
+        assert panel.error_count == 0
+
+        await _toggle(pilot, screen, "precision.bf16")
+        await _toggle(pilot, screen, "precision.fp16")
+        assert screen.profile.precision.bf16 and screen.profile.precision.fp16
+        assert panel.error_count == 1
+        assert any(line.startswith("error: precision.fp16: fp16 and bf16 are both on") for line in panel.lines())
+        assert "launch refused" in panel.summary
+        assert screen.editors["precision.fp16"].has_class("-problem-error")
+        assert "--fp16 true" in _command(screen) and "--bf16 true" in _command(screen)
+
+        await pilot.press("f5")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)  # refused: no confirmation, nothing started
+        assert screen.query_one("#details").active == "details-problems"
+
+        await _toggle(pilot, screen, "precision.fp16")
+        assert panel.error_count == 0
+        assert not screen.editors["precision.fp16"].has_class("-problem-error")
+        assert "--fp16 false" in _command(screen)
+
+
+async def test_refused_value_is_marked_at_the_field_as_typed(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        before = screen.profile.training.max_steps
+        await _type(pilot, screen, "training.max_steps", "-5")
+        editor = screen.editors["training.max_steps"]
+        assert editor.has_class("-invalid")
+        assert editor.error and "greater than or equal to -1" in editor.error
+        assert screen.profile.training.max_steps == before  # the profile keeps the last accepted value
+        assert any(p.field == "training.max_steps" and p.severity == "error" for p in screen.problems)
+        await pilot.press("f5")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+
+        await _type(pilot, screen, "training.max_steps", "20")
+        assert not editor.has_class("-invalid") and editor.error is None
+        assert screen.profile.training.max_steps == 20
+        tokens = shlex.split(_command(screen).replace("\\\n", " "))
+        assert tokens[tokens.index("--max_steps") + 1] == "20"
+
+        await _type(pilot, screen, "training.learning_rate", "fast")
+        assert "number" in screen.editors["training.learning_rate"].error
+
+
+async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        shown = _command(screen)
+        assert shlex.split(shown.replace("\\\n", " ")) == shlex.split(screen.plan.shell_line())
+        assert not screen.plan.accelerate_config_path.exists()  # previews are built in memory
+
+        await _select(pilot, screen, "distribution.strategy", "ddp")
+        await _type(pilot, screen, "distribution.nproc_per_node", "2")
+        config = yaml.safe_load(screen.query_one("#config-preview").text)
+        assert config["distributed_type"] == "MULTI_GPU" and config["num_processes"] == 2
+        assert screen.editors["distribution.fsdp.sharding_strategy"].display is False
+        await _select(pilot, screen, "distribution.strategy", "fsdp")
+        assert screen.editors["distribution.fsdp.sharding_strategy"].display
+        # FSDP on a CPU machine is a warning (it runs as DDP), so launch stays allowed
+        assert any(p.field == "distribution.strategy" and p.severity == "warning" for p in screen.problems)
+
+        await pilot.press("f6")
+        assert screen.query_one("#details").active == "details-command"
+        await pilot.press("f6")
+        assert screen.query_one("#details").active == "details-config"
+
+        saved = load_profile(profile_copy)
+        assert saved.distribution.strategy == "single"  # nothing was written behind the user's back
+
+
+async def test_every_action_has_key_id_tooltip_and_palette_entry(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        bindings = [*LaunchScreen.BINDINGS, *WorkbenchApp.BINDINGS]
+        for binding in bindings:
+            assert binding.id and binding.tooltip, binding
+        titles = {command.title for command in app.get_system_commands(screen)}
+        for binding in LaunchScreen.BINDINGS:
+            assert binding.description in titles
+        assert {"Settings: Tuner", "Launch workspace", "Runs"} <= titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"save as")
+        await pilot.pause(0.5)
+        found = app.screen.query_one("CommandList", OptionList)
+        assert any("Save as" in str(found.get_option_at_index(i).prompt) for i in range(found.option_count))
+        await pilot.press("enter")  # the palette runs the action: the save-as dialog opens
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, PathPromptScreen)

@@ -1,0 +1,92 @@
+"""Pick the tiny model and the shipped dataset through the pickers, keyboard only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textual.widgets import OptionList
+
+from backend.paths import BUILTIN_DATASETS
+from tests.fakes import CPU_BOX
+from tests.tui.conftest import settle
+from tui.app import WorkbenchApp
+from tui.widgets.dataset_picker import DatasetPickerScreen, DatasetSummary
+from tui.widgets.model_picker import ModelDetails, ModelPickerScreen
+
+
+async def _choose(pilot, list_id: str, option_id: str) -> None:
+    """Move the highlight to `option_id` with the arrow keys and press Enter."""
+    options = pilot.app.screen.query_one(list_id, OptionList)
+    options.focus()
+    await pilot.pause()
+    target = options.get_option_index(option_id)
+    options.highlighted = 0
+    for _ in range(target):
+        await pilot.press("down")
+    assert options.highlighted_option.id == option_id
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model: Path, swift_registry: dict) -> None:
+    app = WorkbenchApp(hub_profile, hardware=CPU_BOX)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        details = screen.query_one(ModelDetails)
+        # a hub id that swift knows by name: the inference comes from swift's own registry
+        assert details.inference.how == "name"
+        assert details.inference.model_type in swift_registry["model_types"]
+
+        await pilot.press("f7")
+        await settle(pilot)
+        assert isinstance(app.screen, ModelPickerScreen)
+        await _choose(pilot, "#model-list", "builtin:tiny-qwen2")
+        await settle(pilot)
+        assert app.screen is screen
+        model = screen.profile.model
+        assert (model.source, model.model_type, model.template) == ("builtin:tiny-qwen2", "qwen2", "qwen")
+        config = json.loads((tiny_model / "config.json").read_text())
+        shown = details.plain
+        assert f"layers: {config['num_hidden_layers']}" in shown
+        assert f"hidden size: {config['hidden_size']}" in shown
+        assert f"vocab: {config['vocab_size']:,}" in shown
+        assert "template qwen" in shown
+        assert screen.editors["model.model_type"].text == "qwen2"
+
+        await pilot.press("f8")
+        await settle(pilot)
+        assert isinstance(app.screen, DatasetPickerScreen)
+        await _choose(pilot, "#dataset-list", "builtin:self-cognition")
+        await settle(pilot)
+        assert screen.profile.data.train == ["builtin:self-cognition"]
+        rows = sum(1 for line in BUILTIN_DATASETS["self-cognition"].read_text().splitlines() if line.strip())
+        summary = screen.query_one(DatasetSummary).plain
+        assert f"{rows} rows" in summary
+        assert "malformed" not in summary
+        assert "tokens (chat template)" in summary  # counted with the tiny model's own tokenizer
+        assert "user: who are you?" in summary
+
+        command = screen.query_one("#command-preview").text
+        assert str(tiny_model) in command
+        assert str(BUILTIN_DATASETS["self-cognition"]) in command
+        assert "--model_type qwen2" in command and "--template qwen" in command
+
+
+async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        await pilot.press("f8")
+        await pilot.pause()
+        dataset_input = app.screen.query_one("#dataset-input")
+        dataset_input.focus()
+        dataset_input.value = ""
+        await pilot.press(*"swift/self-cognition#500", "enter")
+        await settle(pilot)
+        assert screen.profile.data.train == ["swift/self-cognition#500"]
+        summary = screen.query_one(DatasetSummary).plain
+        assert "500 rows sampled" in summary and "hub dataset" in summary
+        assert "swift/self-cognition#500" in screen.query_one("#command-preview").text

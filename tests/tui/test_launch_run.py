@@ -1,0 +1,74 @@
+"""Launch the quickstart from the workspace (steps reduced in the form) and land on its monitor."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from backend.events import read_all
+from backend.runs.index import known_folders
+from backend.runs.layout import RunFolder
+from backend.runs.manager import refresh, stop_run
+from tests.tui.conftest import QUICKSTART, settle
+from tui.app import WorkbenchApp
+from tui.widgets.dialogs import ConfirmScreen
+
+MAX_STEPS = 12
+
+
+@pytest.mark.slow
+async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_model: Path) -> None:
+    opened: list[Path] = []
+    app = WorkbenchApp(QUICKSTART)  # the real hardware detection, as a user gets it
+    original_open_run = app.open_run
+
+    def open_run(run_dir: Path) -> None:
+        opened.append(Path(run_dir))
+        original_open_run(run_dir)
+
+    app.open_run = open_run  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        screen.show_field("training.max_steps")
+        await pilot.pause()
+        field = screen.editors["training.max_steps"].query_one(Input)
+        field.focus()
+        await pilot.press("end", *["backspace"] * len(field.value), *str(MAX_STEPS))
+        await pilot.pause()
+        assert screen.profile.training.max_steps == MAX_STEPS
+
+        await pilot.press("f5")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert f"{MAX_STEPS} steps" in app.screen.body
+        await pilot.press("enter")
+        deadline = time.monotonic() + 60
+        while not opened and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        assert opened, "the launch never reached open_run"
+        run = RunFolder(opened[0])
+        try:
+            assert run.path.parent == isolated_runs and run.path in known_folders()
+            assert run.read_profile().training.max_steps == MAX_STEPS
+            assert refresh(run).status in ("starting", "running", "finished")
+            if importlib.util.find_spec("tui.screens.monitor") is not None:
+                from tui.screens.monitor import MonitorScreen
+
+                await pilot.pause(0.5)
+                assert isinstance(app.screen, MonitorScreen)
+            # the run is real: it trains to the step count set in the form
+            deadline = time.monotonic() + 180
+            while refresh(run).is_active and time.monotonic() < deadline:
+                await pilot.pause(0.5)
+            state = refresh(run)
+            assert state.status == "finished", (state, run.log_tail())
+            end = [e for e in read_all(run.events_path) if e["type"] == "run_end"]
+            assert end and end[-1]["step"] == MAX_STEPS
+        finally:
+            if refresh(run).is_active:
+                stop_run(run)

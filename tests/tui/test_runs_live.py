@@ -1,0 +1,68 @@
+"""A real tiny run watched from the app: the step and loss advance on the monitor, a running run
+cannot be deleted, and stopping it from the app (after the confirmation) leaves no process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from run_fixtures import REPO, long_quickstart, wait_for
+from textual.widgets import DataTable
+
+from backend.runs.manager import refresh, start_run, stop_run
+from backend.runs.process import run_processes
+
+from tui.app import WorkbenchApp
+from tui.screens.monitor import MonitorScreen
+from tui.screens.runs import RunsScreen
+from tui.widgets.confirm import ConfirmModal
+
+
+@pytest.mark.slow
+async def test_watch_a_live_run_then_stop_it_from_the_app(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    run = start_run(long_quickstart(), base_dir=REPO / "profiles")
+    try:
+        async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
+            runs = pilot.app.screen
+            assert isinstance(runs, RunsScreen)
+            await wait_for(pilot, lambda: str(run.path) in runs.summaries, what="the run in the list")
+            table = runs.query_one(DataTable)
+            assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value == str(run.path)
+
+            await pilot.press("d")  # a running run is never deleted
+            await pilot.pause()
+            assert not isinstance(pilot.app.screen, ConfirmModal) and run.path.exists()
+            assert any("stop it before deleting" in n.message for n in pilot.app._notifications)
+
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), what="the monitor")
+            monitor = pilot.app.screen
+            store = monitor.feed.store
+
+            def step() -> int:
+                return int((store.last_log or {}).get("step") or 0)
+
+            await wait_for(pilot, lambda: step() >= 2, timeout=120, what="the first logged steps")
+            first_step, first_count = step(), store.log_events
+            await wait_for(pilot, lambda: step() >= first_step + 5, timeout=60, what="the step to advance")
+            await pilot.pause(0.6)  # the next redraw
+            assert store.log_events > first_count
+            numbers = str(monitor.query_one("#run-numbers").content)
+            assert f"step {store.throughput().step}/" in numbers
+            assert f"train {store.series['loss'].last[1]:.4g}" in str(monitor.query_one("#loss-summary").content)
+            assert str(monitor.query_one("#run-status").content) == "running"
+
+            await pilot.press("x")
+            assert isinstance(pilot.app.screen, ConfirmModal)
+            await pilot.click("#confirm-ok")
+            # the stop worker returns once every process of the run is gone (SIGINT, SIGTERM, SIGKILL)
+            await wait_for(pilot, lambda: any((n.title or "").startswith("Stopped") for n in pilot.app._notifications),
+                           timeout=90, what="the stop to finish")
+            state = refresh(run)
+            assert state.status == "stopped"
+            assert run_processes(run.path, (state.supervisor_pid, state.trainer_pid)) == []
+            await wait_for(pilot, lambda: monitor.feed.state and monitor.feed.state.status == "stopped",
+                           what="the monitor to see it")
+    finally:
+        if refresh(run).is_active:
+            stop_run(run)

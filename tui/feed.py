@@ -1,0 +1,151 @@
+"""What the monitor knows about one run, read from its folder only, incrementally.
+
+`RunFeed.poll()` runs in a thread worker: it reads the new bytes of events.jsonl (into a
+MetricsStore) and of output.log (into a bounded tail), and the run's state. The screen reads
+the results on the UI thread; the store has its own lock, the log tail hands over new lines
+through a thread-safe queue. No Textual here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
+from backend.runs.layout import RunFolder, RunState
+from backend.runs.manager import refresh
+from backend.series import CHUNK_BYTES, ColumnReader, MetricsStore
+
+LOG_LINES_KEPT = 400
+LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
+WARNING_LINE = re.compile(r"\bWARNING\b|\bWarning:|UserWarning|FutureWarning")
+SPECIFIC_KINDS = ("oom", "host_oom", "nan", "ddp_reentrant", "port_in_use")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    text: str
+    level: str  # "error" | "warning" | ""
+
+
+def classify(line: str, in_traceback: bool) -> str:
+    if in_traceback or line.startswith("Traceback") or EXCEPTION_LINE.match(line) or diagnose_log(line):
+        return "error"
+    return "warning" if WARNING_LINE.search(line) else ""
+
+
+class LogFollower:
+    """The newest lines of a growing log file, read from where the last read ended."""
+
+    def __init__(self, path: Path, keep: int = LOG_LINES_KEPT, start_bytes: int = LOG_START_BYTES):
+        self.path = path
+        self.keep = keep
+        self.start_bytes = start_bytes
+        self.offset: int | None = None  # None: not opened yet
+        self.lines: deque[LogLine] = deque(maxlen=keep)
+        self.pending: deque[LogLine] = deque(maxlen=keep)  # new since the UI last took them
+        self._partial = b""
+        self._in_traceback = False
+        self._lock = threading.Lock()
+
+    def read_new(self, max_bytes: int = 1 << 20) -> int:
+        """Read what was appended; returns how many complete lines arrived."""
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            return 0
+        if self.offset is None or size < self.offset:  # first look, or the file was truncated
+            self.offset, self._partial = max(0, size - self.start_bytes), b""
+            skip_first = self.offset > 0  # we start mid-line
+        else:
+            skip_first = False
+        if size == self.offset:
+            return 0
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read(max_bytes)
+        self.offset += len(chunk)
+        complete, _, self._partial = (self._partial + chunk).rpartition(b"\n")
+        raw_lines = complete.decode("utf-8", errors="replace").split("\n") if complete else []
+        if skip_first and raw_lines:
+            raw_lines = raw_lines[1:]
+        new = [self._line(raw) for raw in raw_lines]
+        with self._lock:
+            self.lines.extend(new)
+            self.pending.extend(new)
+        return len(new)
+
+    def _line(self, raw: str) -> LogLine:
+        # progress bars rewrite their line with \r: the last state is what a terminal shows
+        text = next((part for part in reversed(raw.split("\r")) if part.strip()), "").rstrip()
+        if text.startswith("Traceback (most recent call last)"):
+            self._in_traceback = True
+        level = classify(text, self._in_traceback)
+        if self._in_traceback and EXCEPTION_LINE.match(text) and not text.startswith(" "):
+            self._in_traceback = False  # the exception line closes the traceback
+        return LogLine(text, level)
+
+    def take_pending(self) -> list[LogLine]:
+        with self._lock:
+            taken = list(self.pending)
+            self.pending.clear()
+        return taken
+
+    def text(self) -> str:
+        with self._lock:
+            return "\n".join(line.text for line in self.lines)
+
+
+def pick_diagnosis(diagnoses: list[Diagnosis]) -> Diagnosis | None:
+    """The one worth a line: the newest specific problem, else a signal, else the last exception."""
+    for kinds in (SPECIFIC_KINDS, ("signal",), ("exception",)):
+        found = [d for d in diagnoses if d.kind in kinds]
+        if found:
+            return found[-1]
+    return None
+
+
+class RunFeed:
+    """The run folder, read incrementally: events into a store, the log into a tail, the state."""
+
+    def __init__(self, run_dir: Path, store: MetricsStore | None = None):
+        self.run = RunFolder(run_dir)
+        self.store = store or MetricsStore()
+        self.reader = ColumnReader(self.run.events_path)
+        self.log = LogFollower(self.run.log_path)
+        self.state: RunState | None = None
+        self.state_error: str | None = None
+        self.diagnosis: Diagnosis | None = None
+
+    def poll(self, max_bytes: int = CHUNK_BYTES) -> bool:
+        """One round: at most `max_bytes` of events, the new log lines, the state. True if anything changed."""
+        changed = self._read_events(max_bytes)
+        if self.log.read_new():
+            self.diagnosis = pick_diagnosis(diagnose_log(self.log.text()))
+            changed = True
+        return self._read_state() or changed
+
+    def has_backlog(self) -> bool:
+        """True while events.jsonl has more bytes than were read (a long run being opened)."""
+        try:
+            return self.run.events_path.stat().st_size - self.reader.offset > 1024
+        except FileNotFoundError:
+            return False
+
+    def _read_events(self, max_bytes: int) -> bool:
+        batch = self.reader.read_batch(max_bytes)
+        return self.store.ingest_batch(batch) > 0
+
+    def _read_state(self) -> bool:
+        try:
+            state = refresh(self.run)
+        except (OSError, ValueError) as err:  # no state.json (yet), or a half-written one
+            self.state_error = f"state.json unreadable: {err}"
+            return False
+        changed = state != self.state
+        self.state, self.state_error = state, None
+        return changed

@@ -1,0 +1,96 @@
+"""Compare runs: the train loss of two or more runs on one plot (raw or EMA), each from its events file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header
+
+from backend.series import MetricsStore, load_store
+from tui.widgets.metric_plots import CompareLossPlot
+from tui.widgets.units import number, step_of
+
+
+class CompareScreen(Screen[None]):
+    CSS_PATH = "compare.tcss"
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="compare-back", tooltip="Back to the runs list"),
+        Binding("s", "toggle_smoothing", "Smooth", id="compare-smooth", tooltip="EMA-smoothed or raw loss"),
+        Binding("l", "toggle_log", "Log y", id="compare-log", tooltip="Logarithmic loss axis"),
+    ]
+
+    smoothing: reactive[bool] = reactive(True, init=False)
+    """Overlay the EMA of each run's loss instead of the raw loss."""
+    log_scale: reactive[bool] = reactive(False, init=False)
+    """Logarithmic y axis."""
+
+    class Loaded(Message, bubble=False):
+        def __init__(self, stores: dict[Path, MetricsStore]) -> None:
+            super().__init__()
+            self.stores = stores
+
+    def __init__(self, run_dirs: list[Path], *, name: str | None = None, id: str | None = None) -> None:
+        super().__init__(name=name, id=id)
+        self.run_dirs = [Path(d) for d in run_dirs]
+        self.stores: dict[Path, MetricsStore] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield CompareLossPlot(id="compare-plot")
+        yield DataTable(id="compare-table", cursor_type="none")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"compare {len(self.run_dirs)} runs"
+        self.sub_title = "train loss"
+        table = self.query_one(DataTable)
+        for label in ("run", "step", "last loss", "min loss", "last eval"):
+            table.add_column(label, key=label)
+        self._load()
+
+    @work(thread=True, exclusive=True, group="compare-load", exit_on_error=False, description="Reading events")
+    def _load(self) -> None:
+        self.post_message(self.Loaded({d: load_store(d / "events.jsonl") for d in self.run_dirs}))
+
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        self.stores = message.stores
+        table = self.query_one(DataTable)
+        table.clear()
+        for run_dir, store in self.stores.items():
+            loss, low, numbers = store.series["loss"], store.series["loss"].minimum(), store.throughput()
+            evals = store.eval_loss.last
+            table.add_row(run_dir.name, step_of(numbers.step, numbers.max_steps),
+                          number(loss.last[1]) if loss.last else "-", number(low[1]) if low else "-",
+                          number(evals[1]) if evals else "-")
+        self._draw()
+
+    def _draw(self) -> None:
+        plot = self.query_one(CompareLossPlot)
+        width = max(60, min(400, plot.size.width))
+        curves = {}
+        for run_dir, store in self.stores.items():
+            series = store.loss_smooth if self.smoothing else store.series["loss"]
+            curves[run_dir.name] = series.points(None, width)
+        plot.show(curves, log_scale=self.log_scale, title="EMA of the train loss" if self.smoothing else "train loss")
+
+    def watch_smoothing(self) -> None:
+        self._draw()
+
+    def watch_log_scale(self) -> None:
+        self._draw()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_toggle_smoothing(self) -> None:
+        self.smoothing = not self.smoothing
+
+    def action_toggle_log(self) -> None:
+        self.log_scale = not self.log_scale

@@ -1,0 +1,344 @@
+"""The live monitor of one run: loss, learning rate and grad norm, loss scale, memory, log.
+
+Fed only by the run folder: a timer starts a thread worker that reads what was appended
+to events.jsonl and output.log since the last read (RunFeed) and posts `Changed`; a second
+thread samples GPUs, host RAM and the run's processes and posts `Sampled`. Both messages
+replace a queued one of their kind, so a busy run never floods the UI.
+Leaving the screen or closing the app never touches the run.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical
+from textual.events import Resize
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+from textual.worker import Worker, get_current_worker
+
+from backend.runs.manager import stop_run
+from backend.series import MetricsStore
+from backend.system_monitor import SystemMonitor, SystemSample
+from tui.feed import RunFeed
+from tui.widgets.confirm import ConfirmModal
+from tui.widgets.log_tail import LogTail
+from tui.widgets.memory_panel import MemoryPanel
+from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot
+from tui.widgets.run_progress import RunProgress
+from tui.widgets.units import number
+
+PANELS = ("loss", "lr", "scale", "memory")
+ZOOMS: tuple[int | None, ...] = (None, 1000, 200, 50)
+COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
+KEEP_GOING = "closing the app or this screen never stops the run"
+BACKLOG_REDRAW_SECONDS = 1.0
+
+
+def _scale_text(scale: float | None) -> str:
+    if scale is None:
+        return "-"
+    exponent = math.log2(scale) if scale > 0 else 0.5
+    return f"{scale:g} = 2^{int(exponent)}" if exponent.is_integer() else f"{scale:g}"
+
+
+class MonitorScreen(Screen[None]):
+    CSS_PATH = "monitor.tcss"
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="monitor-back", tooltip="Back to the runs list (the run goes on)"),
+        Binding("s", "toggle_smoothing", "Smooth", id="monitor-smooth", tooltip="Show or hide the EMA of the loss"),
+        Binding("l", "toggle_log", "Log y", id="monitor-log", tooltip="Logarithmic loss axis"),
+        Binding("z", "zoom", "Zoom", id="monitor-zoom", tooltip="All steps, or only the last 1000 / 200 / 50"),
+        Binding("p", "next_panel", "Panel", id="monitor-panel", tooltip="Show one panel large; cycles through them"),
+        Binding("1", "show_panel('loss')", show=False, id="monitor-panel-loss", tooltip="Loss panel alone"),
+        Binding("2", "show_panel('lr')", show=False, id="monitor-panel-lr", tooltip="LR and grad norm alone"),
+        Binding("3", "show_panel('scale')", show=False, id="monitor-panel-scale", tooltip="Loss scale alone"),
+        Binding("4", "show_panel('memory')", show=False, id="monitor-panel-memory", tooltip="Memory alone"),
+        Binding("0", "show_panel('')", show=False, id="monitor-panel-all", tooltip="Every panel"),
+        Binding("x", "stop", "Stop run", id="monitor-stop", tooltip="Stop this run (asks first)"),
+    ]
+
+    smoothing: reactive[bool] = reactive(True, init=False)
+    """Draw the EMA of the train loss over the raw one."""
+    log_scale: reactive[bool] = reactive(False, init=False)
+    """Logarithmic y axis on the loss plot."""
+    zoom: reactive[int | None] = reactive(None, init=False)
+    """Show only the last N steps; None = the whole run."""
+    panel: reactive[str] = reactive("", init=False)
+    """The one panel shown large ("" = all of them, or the loss on a small terminal)."""
+
+    class Changed(Message, bubble=False):
+        """New events, log lines or state were read."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, MonitorScreen.Changed)
+
+    class Sampled(Message, bubble=False):
+        """A new memory sample."""
+
+        def __init__(self, sample: SystemSample) -> None:
+            super().__init__()
+            self.sample = sample
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, MonitorScreen.Sampled)
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        poll_interval: float = 0.5,
+        system_monitor: SystemMonitor | None = None,
+        store: MetricsStore | None = None,
+        name: str | None = None,
+        id: str | None = None,
+    ) -> None:
+        """`clock` and `system_monitor` are replaceable so that snapshots do not depend on the moment or machine."""
+        super().__init__(name=name, id=id)
+        self.feed = RunFeed(Path(run_dir), store)
+        self.clock = clock
+        self.poll_interval = poll_interval
+        self.system = system_monitor or SystemMonitor(self.feed.run.path, pids=self._known_pids, interval=2.0)
+        self.sample: SystemSample | None = None
+        self.redraw_seconds = 0.0  # how long the last redraw took, wall and UI-thread CPU (the bench reads them)
+        self.redraw_cpu_seconds = 0.0
+        self.redraws = 0
+        self._poller: Worker[None] | None = None
+        self._stop_sampling = threading.Event()
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield RunProgress(id="progress")
+        with Grid(id="panels"):
+            with Vertical(id="loss-panel", classes="panel"):
+                yield Static("waiting for the first logged step", id="loss-summary", classes="summary", markup=False)
+                yield LossPlot(id="loss-plot")
+            with Vertical(id="lr-panel", classes="panel"):
+                yield Static("", id="lr-summary", classes="summary", markup=False)
+                yield LrGradPlot(id="lr-plot")
+            with Vertical(id="scale-panel", classes="panel"):
+                yield Static("", id="scale-summary", classes="summary", markup=False)
+                yield LossScalePlot(id="scale-plot")
+            with Vertical(id="memory-panel", classes="panel"):
+                yield MemoryPanel(id="memory")
+        yield LogTail(id="log-tail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"run {self.feed.run.run_id}"
+        self.sub_title = KEEP_GOING
+        titles = {"loss": "loss", "lr": "learning rate · grad norm", "scale": "loss scale (log2)", "memory": "memory"}
+        for panel, title in titles.items():
+            self.query_one(f"#{panel}-panel").border_title = title
+        self._apply_panel()
+        self.set_interval(self.poll_interval, self._start_poll)
+        self.set_interval(1.0, self._show_progress)
+        self._start_poll()
+        self._sample_system()
+
+    def on_unmount(self) -> None:
+        self._stop_sampling.set()
+
+    def on_resize(self, event: Resize) -> None:
+        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        if compact != self.has_class("-compact"):
+            self.set_class(compact, "-compact")
+            self._apply_panel()
+
+    def _apply_panel(self) -> None:
+        chosen = self.panel or ("loss" if self.has_class("-compact") else "")
+        self.set_class(bool(chosen), "-single")
+        for number_, name in enumerate(PANELS, 1):
+            panel = self.query_one(f"#{name}-panel")
+            panel.set_class(name == chosen, "-shown")
+            panel.border_subtitle = "p: next panel · 0: all" if chosen else f"{number_}: alone"
+        self.call_after_refresh(self._redraw_plots)  # a panel that appears has a new size
+
+    # ------------------------------------------------------------ workers
+
+    def _known_pids(self) -> tuple[int | None, ...]:
+        state = self.feed.state
+        return (state.supervisor_pid, state.trainer_pid) if state else ()
+
+    def _start_poll(self) -> None:
+        if self._poller is None or self._poller.is_finished:
+            self._poller = self._poll()
+
+    @work(thread=True, group="monitor-poll", exit_on_error=False, description="Reading the run folder")
+    def _poll(self) -> None:
+        worker = get_current_worker()
+        changed, last_post = False, time.monotonic()
+        while not worker.is_cancelled:
+            changed = self.feed.poll() or changed
+            caught_up = not self.feed.has_backlog()
+            # reading a long backlog: show progress once a second, not after every chunk
+            if changed and (caught_up or time.monotonic() - last_post > BACKLOG_REDRAW_SECONDS):
+                self.post_message(self.Changed())
+                changed, last_post = False, time.monotonic()
+            if caught_up:
+                return  # the timer starts the next round
+
+    @work(thread=True, group="monitor-system", exit_on_error=False, description="Sampling memory")
+    def _sample_system(self) -> None:
+        self.system.run(lambda sample: self.post_message(self.Sampled(sample)), self._stop_sampling,
+                        on_error=lambda err: self.app.notify(f"memory sampling failed: {err}", severity="warning"))
+
+    @work(thread=True, group="monitor-stop", exit_on_error=False, description="Stopping the run")
+    def _stop_run(self) -> None:
+        lines = stop_run(self.feed.run)
+        self.app.notify("\n".join(lines), title=f"Stopped {self.feed.run.run_id}")
+        self.post_message(self.Changed())
+
+    # ------------------------------------------------------------ showing
+
+    @on(Changed)
+    def _changed(self) -> None:
+        started, cpu = time.perf_counter(), time.thread_time()
+        self._show_progress()
+        self._redraw_plots()
+        log = self.query_one(LogTail)
+        log.add_lines(self.feed.log.take_pending())
+        log.set_diagnosis(self.feed.diagnosis, self._fallback_diagnosis())
+        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+        self.redraw_seconds = time.perf_counter() - started
+        self.redraw_cpu_seconds = time.thread_time() - cpu
+        self.redraws += 1
+
+    @on(Sampled)
+    def _sampled(self, message: Sampled) -> None:
+        self.sample = message.sample
+        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+
+    def _fallback_diagnosis(self) -> str | None:
+        store, state = self.feed.store, self.feed.state
+        if store.grad_norm_lost_at is not None:
+            return (f"✗ the gradient norm became NaN/inf at step {store.grad_norm_lost_at:g} — the run diverged: "
+                    "lower learning_rate, add warmup, or check the data")
+        if state is not None and state.failure_reason:
+            return f"✗ {state.failure_reason}"
+        return self.feed.state_error
+
+    def _show_progress(self) -> None:
+        self.query_one(RunProgress).show(self.feed.state, self.feed.store.throughput(), self.clock())
+
+    def _redraw_plots(self) -> None:
+        store = self.feed.store
+        with store.lock:
+            self._draw_loss(store)
+            self._draw_lr(store)
+            self._draw_scale(store)
+
+    def _max_points(self, plot_id: str) -> int:
+        """About one point per column: min/max thinning keeps the extremes, and Plotext's cost grows
+        with the points it joins (a 160x48 frame stays under 50 ms)."""
+        return max(60, min(400, self.query_one(plot_id).size.width))
+
+    def _draw_loss(self, store: MetricsStore) -> None:
+        n, loss = self._max_points("#loss-plot"), store.series["loss"]
+        train = loss.points(self.zoom, n)
+        smooth = store.loss_smooth.points(self.zoom, n) if self.smoothing else None
+        evals = store.eval_loss.points(self.zoom, n)
+        zoom = f"last {self.zoom} steps" if self.zoom else "all steps"
+        self.query_one(LossPlot).show(train, smooth, evals, log_scale=self.log_scale,
+                                      title=f"{zoom}{' · log y' if self.log_scale else ''}")
+        if loss.last is None:
+            return
+        low = loss.minimum()
+        parts = [f"train {number(loss.last[1])} @ {loss.last[0]:g}",
+                 f"min {number(low[1])} @ {low[0]:g}" if low else ""]
+        if store.eval_loss.last:
+            parts.append(f"eval {number(store.eval_loss.last[1])} @ {store.eval_loss.last[0]:g}")
+        if self.smoothing and store.loss_smooth.last:
+            parts.append(f"EMA({store.smoothing:g}) {number(store.loss_smooth.last[1])}")
+        self.query_one("#loss-summary", Static).update(" · ".join(p for p in parts if p))
+
+    def _draw_lr(self, store: MetricsStore) -> None:
+        n = self._max_points("#lr-plot")
+        lr, grad = store.series["learning_rate"], store.series["grad_norm"]
+        self.query_one(LrGradPlot).show(lr.points(self.zoom, n), grad.points(self.zoom, n), title="")
+        parts = []
+        if lr.last:
+            parts.append(f"lr {number(lr.last[1], 3)}")
+        if grad.last:
+            parts.append(f"grad norm {number(grad.last[1])} (max {number(grad.maximum()[1])})")
+        if store.grad_norm_lost_at is not None:
+            parts.append(f"NaN/inf since step {store.grad_norm_lost_at:g}")
+        self.query_one("#lr-summary", Static).update(" · ".join(parts))
+
+    def _draw_scale(self, store: MetricsStore) -> None:
+        panel, summary = self.query_one("#scale-panel"), self.query_one("#scale-summary", Static)
+        if store.run_begin is None:
+            summary.update("waiting for the run to begin")
+            return
+        no_scaler = store.scaler is None
+        panel.set_class(no_scaler, "-no-scaler")
+        if no_scaler:
+            summary.update(f"no loss scaler: {store.scaler_reason or 'the run did not say why'}")
+            return
+        scale = store.series["loss_scale"]
+        n = self._max_points("#scale-plot")
+        self.query_one(LossScalePlot).show(scale.points(self.zoom, n), store.overflows.points(self.zoom, n), title="")
+        summary.update(f"{store.scaler}: scale {_scale_text(scale.last[1] if scale.last else None)} · "
+                       f"{store.overflow_total} overflows · {store.skipped_total} skipped steps")
+
+    # ------------------------------------------------------------ actions
+
+    def watch_smoothing(self) -> None:
+        self._redraw_plots()
+
+    def watch_log_scale(self) -> None:
+        self._redraw_plots()
+
+    def watch_zoom(self) -> None:
+        self._redraw_plots()
+
+    def watch_panel(self) -> None:
+        self._apply_panel()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_toggle_smoothing(self) -> None:
+        self.smoothing = not self.smoothing
+
+    def action_toggle_log(self) -> None:
+        self.log_scale = not self.log_scale
+
+    def action_zoom(self) -> None:
+        at = ZOOMS.index(self.zoom) if self.zoom in ZOOMS else -1  # a zoom set elsewhere goes back to all
+        self.zoom = ZOOMS[(at + 1) % len(ZOOMS)]
+        self.notify("all steps" if self.zoom is None else f"last {self.zoom} steps", timeout=2)
+
+    def action_next_panel(self) -> None:
+        order = ("",) + PANELS
+        self.panel = order[(order.index(self.panel) + 1) % len(order)]
+
+    def action_show_panel(self, name: str) -> None:
+        self.panel = name
+
+    def action_stop(self) -> None:
+        state = self.feed.state
+        if state is None or not state.is_active:
+            self.notify(f"the run is {state.status if state else 'unknown'}; nothing to stop", severity="warning")
+            return
+        body = (f"Stop {self.feed.run.run_id}? Every process of the run gets SIGINT, then SIGTERM, then SIGKILL. "
+                "It can be resumed later from its last checkpoint.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.notify("stopping…", timeout=3)
+                self._stop_run()
+
+        self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"), answered)

@@ -1,0 +1,204 @@
+"""Every run the user has, from any directory: running ones first. Open, stop, resume, delete, compare.
+
+The list is read by a thread worker on a timer (list_runs + summarize also reconcile the
+state of runs whose processes vanished) and arrives as one `Loaded` message. Quitting the
+app or leaving this screen never stops a run: runs live in their own sessions.
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from backend.runs.layout import RunFolder
+from backend.runs.manager import RunSummary, delete_run, list_runs, resume_run, stop_run, summarize
+from tui.widgets.confirm import ConfirmModal
+from tui.widgets.units import duration, number, step_of
+
+COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
+           ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"))
+KEEP_GOING = "Runs live in their own sessions: quitting the app or losing the terminal never stops one."
+STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yellow", "finished": "cyan",
+                "failed": "bold red", "stopped": "yellow"}
+
+
+class RunsScreen(Screen[None]):
+    CSS_PATH = "runs.tcss"
+    BINDINGS = [
+        Binding("enter", "open", "Open", id="runs-open", tooltip="Monitor the run under the cursor"),
+        Binding("space", "mark", "Mark", id="runs-mark", tooltip="Mark runs to compare their loss"),
+        Binding("c", "compare", "Compare", id="runs-compare", tooltip="Overlay the loss of the marked runs"),
+        Binding("s", "stop", "Stop", id="runs-stop", tooltip="Stop the run under the cursor (asks first)"),
+        Binding("r", "resume", "Resume", id="runs-resume", tooltip="Resume a stopped or failed run from its last checkpoint"),
+        Binding("d", "delete", "Delete", id="runs-delete", tooltip="Delete a finished, failed or stopped run (asks first)"),
+        Binding("f5", "reload", "Reload", show=False, id="runs-reload", tooltip="Read the runs again now"),
+    ]
+
+    class Loaded(Message, bubble=False):
+        """A fresh list of runs, newest state first."""
+
+        def __init__(self, summaries: list[RunSummary], error: str | None = None) -> None:
+            super().__init__()
+            self.summaries = summaries
+            self.error = error
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, RunsScreen.Loaded)
+
+    def __init__(self, refresh_interval: float = 2.0, *, name: str | None = None, id: str | None = None) -> None:
+        super().__init__(name=name, id=id)
+        self.refresh_interval = refresh_interval
+        self.summaries: dict[str, RunSummary] = {}
+        self.marked: set[str] = set()
+        self.loads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield Static("No runs yet: launch one from the workspace (F2) or with `workbench run`.", id="runs-empty")
+        yield Static(KEEP_GOING, id="runs-note", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "runs"
+        self.sub_title = "runs keep going when you close the app"
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.set_interval(self.refresh_interval, self.action_reload)
+        self.action_reload()
+
+    # ------------------------------------------------------------ loading
+
+    def action_reload(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="runs-load", exit_on_error=False, description="Listing runs")
+    def _load(self) -> None:
+        summaries: list[RunSummary] = []
+        error = None
+        for run in list_runs():
+            try:
+                summaries.append(summarize(run))
+            except (OSError, ValueError) as err:  # a run folder being deleted or half-written
+                error = f"{run.run_id}: {err}"
+        self.post_message(self.Loaded(summaries, error))
+
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        self.loads += 1
+        table = self.query_one(DataTable)
+        current = self._cursor_key()
+        self.summaries = {str(s.run.path): s for s in message.summaries}
+        self.marked &= set(self.summaries)
+        table.clear()
+        for key, summary in self.summaries.items():
+            table.add_row(*self._cells(summary), key=key)
+        if current in self.summaries:
+            table.move_cursor(row=table.get_row_index(current))
+        self.query_one("#runs-empty").display = not self.summaries
+        if message.error:
+            self.notify(message.error, severity="warning")
+
+    def _cells(self, summary: RunSummary) -> tuple[str, ...]:
+        state = summary.state
+        status = f"[{STATUS_STYLE.get(state.status, '')}]{state.status}[/]"
+        return ("●" if str(summary.run.path) in self.marked else " ", status, summary.run.run_id, state.profile_name,
+                step_of(summary.step, summary.max_steps), number(summary.loss),
+                duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-")
+
+    def _cursor_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _selected(self) -> RunSummary | None:
+        key = self._cursor_key()
+        return self.summaries.get(key) if key else None
+
+    # ------------------------------------------------------------ actions
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        summary = self._selected()
+        if summary is not None:
+            self.app.open_run(summary.run.path)  # type: ignore[attr-defined]
+
+    def action_mark(self) -> None:
+        key = self._cursor_key()
+        if key is None:
+            return
+        self.marked ^= {key}
+        table = self.query_one(DataTable)
+        table.update_cell(key, "mark", "●" if key in self.marked else " ")
+
+    def action_compare(self) -> None:
+        from tui.screens.compare import CompareScreen
+
+        chosen = [self.summaries[k].run.path for k in self.summaries if k in self.marked]
+        if len(chosen) < 2:
+            self.notify("mark two or more runs with Space, then press c", severity="warning")
+            return
+        self.app.push_screen(CompareScreen(chosen))
+
+    def action_stop(self) -> None:
+        summary = self._selected()
+        if summary is None:
+            return
+        if not summary.state.is_active:
+            self.notify(f"{summary.run.run_id} is {summary.state.status}; nothing to stop", severity="warning")
+            return
+        body = (f"Stop {summary.run.run_id}? Every process of the run gets SIGINT, then SIGTERM, then SIGKILL. "
+                "It can be resumed later from its last checkpoint.")
+        self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"),
+                             lambda yes: self._stop(summary.run) if yes else None)
+
+    @work(thread=True, group="runs-act", exit_on_error=False, description="Stopping a run")
+    def _stop(self, run: RunFolder) -> None:
+        lines = stop_run(run)
+        self.app.notify("\n".join(lines), title=f"Stopped {run.run_id}")
+        self.app.call_from_thread(self._load)
+
+    def action_resume(self) -> None:
+        summary = self._selected()
+        if summary is not None:
+            self._resume(summary.run)
+
+    @work(thread=True, group="runs-act", exit_on_error=False, description="Resuming a run")
+    def _resume(self, run: RunFolder) -> None:
+        try:
+            resume_run(run)
+        except (ValueError, OSError) as err:
+            self.app.notify(str(err), title="Cannot resume", severity="error")
+            return
+        self.app.notify(f"resumed from {run.read_state().resumed_from}", title=run.run_id)
+        self.app.call_from_thread(self._load)
+
+    def action_delete(self) -> None:
+        summary = self._selected()
+        if summary is None:
+            return
+        if summary.state.is_active:
+            self.notify(f"{summary.run.run_id} is {summary.state.status}: stop it before deleting", severity="error")
+            return
+        body = f"Delete {summary.run.run_id} and everything in its folder?\n{summary.run.path}"
+        self.app.push_screen(ConfirmModal("Delete the run", body, "Delete"),
+                             lambda yes: self._delete(summary.run) if yes else None)
+
+    @work(thread=True, group="runs-act", exit_on_error=False, description="Deleting a run")
+    def _delete(self, run: RunFolder) -> None:
+        try:
+            delete_run(run)
+        except (ValueError, OSError) as err:
+            self.app.notify(str(err), title="Not deleted", severity="error")
+            return
+        self.app.notify(f"deleted {run.run_id}")
+        self.app.call_from_thread(self._load)

@@ -1,0 +1,60 @@
+"""The end of the run's log with errors picked out, under a one-line diagnosis and its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import RichLog, Static
+
+from backend.runs.diagnose import Diagnosis
+from tui.feed import LogLine
+
+STYLES = {"error": "bold red", "warning": "yellow", "": ""}
+
+
+class LogTail(Vertical):
+    """A diagnosis line (hidden while there is nothing to say) over a scrolling log."""
+
+    DEFAULT_CSS = """
+    LogTail {
+        height: auto;
+        #diagnosis {
+            display: none;
+            color: $text-error;
+            height: auto;
+            &.-shown { display: block; }
+        }
+        RichLog {
+            height: 1fr;
+            background: $surface;
+        }
+    }
+    """
+
+    def __init__(self, max_lines: int = 400, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.max_lines = max_lines
+        self.diagnosis_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="diagnosis", markup=False)
+        yield RichLog(max_lines=self.max_lines, wrap=False, markup=False, highlight=False, auto_scroll=True)
+
+    def add_lines(self, lines: Iterable[LogLine]) -> None:
+        log = self.query_one(RichLog)
+        for line in lines:
+            log.write(Text(line.text, style=STYLES.get(line.level, "")))
+
+    def set_diagnosis(self, diagnosis: Diagnosis | None, fallback: str | None = None) -> None:
+        """One line: what went wrong and what to do; `fallback` when the log shows nothing known."""
+        if diagnosis is not None:
+            text = f"✗ {diagnosis.summary} — {diagnosis.suggestion}"
+        else:
+            text = fallback or ""
+        self.diagnosis_text = text
+        widget = self.query_one("#diagnosis", Static)
+        widget.update(text)
+        widget.set_class(bool(text), "-shown")

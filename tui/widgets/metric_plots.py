@@ -1,0 +1,192 @@
+"""The monitor's plots: textual-plotext widgets fed with points the MetricsStore already thinned.
+
+Plotext lays a figure out in pure Python (tens of milliseconds for a busy plot), so a new
+figure is built in a thread worker and the widget shows the finished text when it arrives;
+until then it keeps showing the previous one. Only a change of size (or theme) makes
+`render` build on the UI thread, because the old text would not fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import RenderResult
+from textual.worker import get_current_worker
+from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
+
+Points = tuple[Sequence[float], Sequence[float]]
+LINE = "braille"  # 2x4 dots per cell: the finest a terminal draws
+
+
+def _positive(points: Points) -> Points:
+    """Only what a log axis can show."""
+    kept = [(x, y) for x, y in zip(*points) if y > 0]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def step_ticks(low: float, high: float, count: int = 6) -> list[int]:
+    """About `count` round step numbers from low to high (steps are whole numbers)."""
+    span = max(1.0, high - low)
+    raw = span / max(1, count - 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = max(1, int(next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)))
+    first = math.ceil(low / step) * step
+    return list(range(int(first), int(high) + 1, step)) or [int(low)]
+
+
+class MetricPlot(PlotextPlot):
+    """A plot whose figure is described by `shown` (+ options) and drawn by `draw(plt)`."""
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.shown: dict[str, Points | None] = {}
+        self.options: dict[str, Any] = {}
+        self.generation = 0  # bumped by every show()
+        self.built: tuple[tuple[Any, ...], Text] | None = None  # ((width, height, theme, generation), text)
+
+    # ------------------------------------------------------------ describing
+
+    def _show(self, options: dict[str, Any], **shown: Points | None) -> None:
+        """New data: remember it and have the figure built off the UI thread."""
+        self.shown, self.options = shown, options
+        self.generation += 1
+        if self.size.area:
+            self._build(self._key(), shown, options)
+
+    @property
+    def up_to_date(self) -> bool:
+        """The newest data is what the widget shows (or it is hidden, with nothing to show)."""
+        return not self.size.area or (self.built is not None and self.built[0] == self._key())
+
+    def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        """Put `shown` on a fresh figure (subclasses)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _draw_axes(plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        plt.title(options.get("title", ""))
+        xs = [x for points in shown.values() if points for x in points[0]]
+        if xs:
+            plt.xticks(step_ticks(min(xs), max(xs)))
+
+    # ------------------------------------------------------------ building
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.size.width, self.size.height, self._get_plotext_theme_name(self.app.theme), self.generation)
+
+    def _figure_text(self, key: tuple[Any, ...], shown: dict[str, Points | None], options: dict[str, Any]) -> Text:
+        width, height, theme, _ = key
+        plt = Plot()
+        plt.plotsize(width, height)
+        plt._set_size(width, height)  # as PlotextPlot.render does (textual-plotext issue 5)
+        self.draw(plt, shown, options)
+        plt.theme(theme)
+        return Text.from_ansi(plt.build())
+
+    @work(thread=True, exclusive=True, group="plot-build", exit_on_error=False, description="Drawing a plot")
+    def _build(self, key: tuple[Any, ...], shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        text = self._figure_text(key, shown, options)
+        if not get_current_worker().is_cancelled:  # a newer figure is on its way
+            self.app.call_from_thread(self._built, key, text)
+
+    def _built(self, key: tuple[Any, ...], text: Text) -> None:
+        if self.built is None or key[3] >= self.built[0][3]:
+            self.built = (key, text)
+            self.refresh()
+
+    def render(self) -> RenderResult:
+        key = self._key()
+        if self.built is not None and self.built[0][:3] == key[:3]:
+            return self.built[1]  # same size and theme: current, or the newest until its successor lands
+        self.built = (key, self._figure_text(key, self.shown, self.options))
+        return self.built[1]
+
+
+class LossPlot(MetricPlot):
+    """Train loss (raw and EMA-smoothed) and eval loss on one plot."""
+
+    @property
+    def log_scale(self) -> bool:
+        return bool(self.options.get("log_scale"))
+
+    def show(self, train: Points, smooth: Points | None, evals: Points, *, log_scale: bool, title: str) -> None:
+        if log_scale:
+            train, evals = _positive(train), _positive(evals)
+            smooth = _positive(smooth) if smooth else None
+        self._show({"log_scale": log_scale, "title": title}, train=train, smooth=smooth, evals=evals)
+
+    def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        train, smooth, evals = shown.get("train"), shown.get("smooth"), shown.get("evals")
+        if train and train[0]:
+            plt.plot(train[0], train[1], marker=LINE, color="cyan", label="train")
+        if smooth and smooth[0]:
+            plt.plot(smooth[0], smooth[1], marker=LINE, color="orange", label="EMA")
+        if evals and evals[0]:
+            plt.scatter(evals[0], evals[1], marker="●", color="green", label="eval")
+        plt.yscale("log" if options.get("log_scale") else "linear")
+        self._draw_axes(plt, shown, options)
+
+
+class LrGradPlot(MetricPlot):
+    """Learning rate (left axis) and gradient norm (right axis)."""
+
+    def show(self, lr: Points, grad: Points, *, title: str) -> None:
+        self._show({"title": title}, lr=lr, grad=grad)
+
+    def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        lr, grad = shown.get("lr"), shown.get("grad")
+        if lr and lr[0]:
+            plt.plot(lr[0], lr[1], marker=LINE, color="magenta", label="lr", yside="left")
+        if grad and grad[0]:
+            plt.plot(grad[0], grad[1], marker=LINE, color="yellow", label="grad norm", yside="right")
+        self._draw_axes(plt, shown, options)
+
+
+class LossScalePlot(MetricPlot):
+    """The dynamic loss scale on a log2 axis, with a red mark at every overflow (skipped step)."""
+
+    def show(self, scale: Points, overflows: Points, *, title: str) -> None:
+        self._show({"title": title}, scale=scale, overflows=overflows)
+
+    def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        xs, ys = _positive(shown.get("scale") or ([], []))
+        ox, oy = _positive(shown.get("overflows") or ([], []))
+        exponents, marks = [math.log2(y) for y in ys], [math.log2(y) for y in oy]
+        if xs:
+            plt.plot(xs, exponents, marker=LINE, color="cyan", label="scale")
+        if ox:
+            plt.scatter(ox, marks, marker="x", color="red", label="overflow")
+        every = exponents + marks
+        if every:
+            low, high = math.floor(min(every)), math.ceil(max(every))
+            if high == low:
+                low, high = low - 1, high + 1
+            ticks = list(range(low, high + 1, max(1, (high - low) // 6 + 1)))
+            plt.yticks(ticks, [f"2^{t}" for t in ticks])
+            plt.ylim(low - 0.2, high + 0.2)
+        self._draw_axes(plt, shown, options)
+
+
+COMPARE_COLORS = ("cyan", "orange", "green", "magenta", "yellow", "red", "blue", "white")
+
+
+class CompareLossPlot(MetricPlot):
+    """The loss of several runs, one colour each, labelled with the run's id."""
+
+    def show(self, curves: dict[str, Points], *, log_scale: bool, title: str) -> None:
+        if log_scale:
+            curves = {label: _positive(points) for label, points in curves.items()}
+        self._show({"log_scale": log_scale, "title": title}, **curves)
+
+    def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
+        for index, (label, points) in enumerate(shown.items()):
+            if points and points[0]:
+                color = COMPARE_COLORS[index % len(COMPARE_COLORS)]
+                plt.plot(points[0], points[1], marker=LINE, color=color, label=label)
+        plt.yscale("log" if options.get("log_scale") else "linear")
+        self._draw_axes(plt, shown, options)
