@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from backend.hardware import HardwareInfo
+from backend.hardware import HardwareInfo, visible_devices_env
 from backend.paths import PACKAGE_DIR, resolve_dataset, resolve_model
 from backend.profile import LaunchProfile
 
@@ -138,7 +138,7 @@ def launch_env(profile: LaunchProfile, run_dir: Path) -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": "false",
     }
     if profile.distribution.gpu_ids:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in profile.distribution.gpu_ids)
+        env.update(visible_devices_env(profile.distribution.gpu_ids))
     if profile.precision.fp16:
         env["WORKBENCH_LOSS_SCALE_INIT"] = repr(profile.precision.loss_scale_init)
         env["WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL"] = str(profile.precision.loss_scale_growth_interval)

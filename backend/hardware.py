@@ -69,7 +69,7 @@ class GpuInfo:
             return "N/A" if value is None else f"{value / GIB:.1f}"
 
         util = "N/A" if self.utilization_percent is None else f"{self.utilization_percent}%"
-        cc = "sm N/A" if self.compute_capability is None else f"sm {self.compute_capability[0]}.{self.compute_capability[1]}"
+        cc = "sm N/A" if self.compute_capability is None else "sm {}.{}".format(*self.compute_capability)
         bf16 = {True: "bf16", False: "no bf16", None: "bf16 N/A"}[self.supports_bf16]
         return (f"{self.index}: {self.name}  {gib(self.memory_used_bytes)}/{gib(self.memory_total_bytes)} GiB used, "
                 f"{gib(self.memory_free_bytes)} free  util {util}  {cc} {bf16}  {len(self.processes)} procs")

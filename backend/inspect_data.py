@@ -32,6 +32,7 @@ ROLES = ("system", "user", "assistant", "tool", "tool_call", "tool_response")
 SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system", "function_call": "tool_call",
                   "observation": "tool_response", "user": "user", "assistant": "assistant"}
 SUFFIXES = (".jsonl", ".json", ".csv")
+ROW_KEYS = {"messages", "conversations", "query", "response", "instruction", "output"}
 MAX_TOKENIZED_ROWS = 20_000
 CHUNK = 1 << 16
 MAX_ELEMENT_CHARS = 64 << 20  # a longer array element is taken as broken JSON
@@ -176,6 +177,27 @@ def _iter_csv(path: Path, stop: threading.Event | None) -> Iterator[tuple[int, A
                 return
             yield start, {k: v for k, v in row.items() if k is not None}
             start = reader.line_num + 1
+
+
+def looks_like_dataset(path: Path) -> bool:
+    """A quick look at the start of a file: does it hold chat rows (not, say, a config or a log)?"""
+    suffix = path.suffix.lower()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return False
+    if suffix == ".csv":
+        header = {name.strip().lower() for name in head.partition("\n")[0].split(",")}
+        return bool(header & ROW_KEYS)
+    stripped = head.lstrip()
+    if suffix == ".json" and stripped.startswith("["):
+        return True
+    try:
+        first = json.loads(stripped.partition("\n")[0])
+    except json.JSONDecodeError:
+        return suffix == ".jsonl"  # a broken jsonl is still worth inspecting
+    return isinstance(first, dict) and bool(set(first) & ROW_KEYS)
 
 
 # ---------------------------------------------------------------- rows -> messages

@@ -183,6 +183,17 @@ def _hybrid_needs_machines(profile: LaunchProfile, hardware: HardwareInfo) -> It
 
 
 @rule
+def _fsdp2_strategies(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    f = profile.distribution.fsdp
+    if profile.distribution.strategy == "fsdp" and f.version == 2 and f.sharding_strategy in ("NO_SHARD",
+                                                                                               "HYBRID_SHARD"):
+        yield Problem("distribution.fsdp.sharding_strategy", "error",
+                      f"FSDP2 only knows whether to reshard after forward (FULL_SHARD / SHARD_GRAD_OP); "
+                      f"{f.sharding_strategy} would silently become full sharding.",
+                      "Use FULL_SHARD or SHARD_GRAD_OP with version 2, or version = 1.")
+
+
+@rule
 def _fsdp_on_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     if profile.distribution.strategy == "fsdp" and _on_cpu(profile, hardware):
         yield Problem("distribution.strategy", "warning",
@@ -229,6 +240,9 @@ def _gpu_count(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Probl
     if _on_cpu(profile, hardware) or not hardware.has_cuda:
         return
     present = {g.index for g in hardware.gpus}
+    if len(set(d.gpu_ids)) != len(d.gpu_ids):
+        yield Problem("distribution.gpu_ids", "error", f"GPU ids {d.gpu_ids} repeat an id.",
+                      "List each GPU once.")
     missing = [i for i in d.gpu_ids if i not in present]
     if missing:
         yield Problem("distribution.gpu_ids", "error",

@@ -106,6 +106,19 @@ def test_gpu_ids_that_do_not_exist() -> None:
     assert "[5]" in _find(validate(profile, gpu_box(count=2)), "distribution.gpu_ids").message
 
 
+def test_duplicate_gpu_ids() -> None:
+    profile = _profile(distribution={"strategy": "ddp", "nproc_per_node": 2, "gpu_ids": [1, 1]})
+    assert "repeat" in _find(validate(profile, gpu_box(count=2)), "distribution.gpu_ids").message
+
+
+def test_fsdp2_cannot_hybrid_shard() -> None:
+    profile = _profile(distribution={"strategy": "fsdp", "nproc_per_node": 2, "num_machines": 2,
+                                     "main_process_ip": "10.0.0.1",
+                                     "fsdp": {"version": 2, "sharding_strategy": "HYBRID_SHARD"}})
+    problem = _find(validate(profile, gpu_box()), "distribution.fsdp.sharding_strategy")
+    assert problem.severity == "error" and "version = 1" in problem.fix
+
+
 def test_tf32_on_cpu() -> None:
     assert _find(validate(_profile(precision={"tf32": True}), CPU_BOX), "precision.tf32").severity == "error"
 

@@ -19,6 +19,8 @@ def show(
     run_dir: Annotated[
         Path | None, typer.Option(help="Folder for the configs and output (default: a preview folder).")
     ] = None,
+    node: Annotated[int | None, typer.Option("--node", help="Print machine K's command (multi-machine runs).")] = None,
+    all_nodes: Annotated[bool, typer.Option("--all-nodes", help="Print every machine's command.")] = False,
 ) -> None:
     """Print the exact launch as one copy-pasteable shell line, plus its accelerate config.
 
@@ -28,12 +30,16 @@ def show(
 
     loaded, path = load_or_exit(profile)
     folder = (run_dir or preview_dir(loaded.name)).resolve()
+    if node is not None or all_nodes:
+        from backend.cli.export import show_nodes
+
+        return show_nodes(loaded, path, folder, node)
     hardware = detect_hardware()
     plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
     plan.write_configs()
     for problem in validate(loaded, hardware, base_dir=path.parent):
-        err_console.print(f"[yellow]{problem}[/]" if problem.severity == "warning" else f"[red]{problem}[/]",
-                          highlight=False)
+        err_console.print(str(problem), style="yellow" if problem.severity == "warning" else "red",
+                          markup=False, highlight=False, soft_wrap=True)
     console.print(f"# accelerate config: {plan.accelerate_config_path}", highlight=False, soft_wrap=True)
     console.print(plan.accelerate_yaml(), highlight=False, markup=False, end="")
     if plan.deepspeed_config_path:

@@ -47,7 +47,7 @@ def run(
         folder = start_run(loaded, base_dir=path.parent, workspace=workspace)
     except LaunchRefused as err:
         for problem in err.problems:
-            err_console.print(f"[red]{problem}[/]", highlight=False)
+            err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     console.print(f"started run [bold]{folder.run_id}[/]\n  folder: {folder.path}", highlight=False)
     if detach:

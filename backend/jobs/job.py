@@ -156,19 +156,19 @@ def new_job_id(kind: str) -> str:
     return f"{datetime.now():%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(2)}"
 
 
-def create_job(jobs_dir: Path, spec: JobSpec) -> JobFolder:
+def create_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFolder:
     """Write a job folder (spec + starting state) without starting anything."""
-    folder = Path(jobs_dir) / new_job_id(spec.kind)
-    folder.mkdir(parents=True)
+    folder = Path(jobs_dir) / (job_id or new_job_id(spec.kind))
+    folder.mkdir(parents=True, exist_ok=job_id is not None)
     job = JobFolder(folder)
     write_text_atomic(job.command_path, spec.model_dump_json(indent=2))
     job.write_state(JobState(job_id=job.job_id, kind=spec.kind))
     return job
 
 
-def start_job(jobs_dir: Path, spec: JobSpec) -> JobFolder:
+def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFolder:
     """Create the job folder and start its supervisor detached; returns at once."""
-    job = create_job(jobs_dir, spec)
+    job = create_job(jobs_dir, spec, job_id)
     argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
     env = {JOB_MARKER_ENV: str(job.path), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     pid = start_detached(argv, env, Path(spec.cwd), job.log_path)

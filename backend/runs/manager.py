@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,13 +61,13 @@ def start_run(
     folder.mkdir(parents=True)
     run = RunFolder(folder)
     plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
-    _write_run_files(run, profile, plan)
+    write_run_files(run, profile, plan)
     index.register(run.path)
     _start_supervisor(run, plan)
     return run
 
 
-def _write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
+def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
     save_profile(profile, run.profile_path)
     plan.write_configs()
     command = {"argv": plan.argv, "env": plan.redacted_env(), "cwd": plan.cwd, "output_dir": str(plan.output_dir),
@@ -100,6 +102,8 @@ def refresh(run: RunFolder) -> RunState:
     state = run.read_state()
     if not state.is_active:
         return state
+    if state.host != socket.gethostname():
+        return state  # e.g. a SLURM job seen from the login node: its own supervisor keeps state.json
     if is_alive(state.supervisor_pid):
         return state
     if state.status == "starting" and state.supervisor_pid is None:
@@ -189,6 +193,9 @@ def stop_run(run: RunFolder, report: Callable[[str], None] = lambda _: None) -> 
     if not state.is_active:
         return [f"run is already {state.status}; nothing to stop"]
     run.update_state(status="stopping", stop_requested=True)
+    slurm_done = _cancel_slurm_job(run)
+    if slurm_done:
+        return slurm_done
     done = terminate_run(run.path, (state.supervisor_pid, state.trainer_pid), report=report)
     deadline = time.monotonic() + 5
     while run.read_state().status == "stopping" and time.monotonic() < deadline and is_alive(state.supervisor_pid):
@@ -196,6 +203,20 @@ def stop_run(run: RunFolder, report: Callable[[str], None] = lambda _: None) -> 
     if run.read_state().status == "stopping":  # supervisor did not get to write it
         run.update_state(status="stopped", ended_at=time.time())
     return done or ["no process of the run was alive"]
+
+
+def _cancel_slurm_job(run: RunFolder) -> list[str]:
+    """A run exported to SLURM is stopped through the scheduler (its processes are on other hosts)."""
+    job_file = run.path / "slurm_job.json"
+    if not job_file.is_file():
+        return []
+    job_id = str(json.loads(job_file.read_text()).get("SLURM_JOB_ID", ""))
+    if not job_id:
+        return []
+    result = subprocess.run(["scancel", "--signal=INT", "--full", job_id], capture_output=True, text=True)
+    if result.returncode != 0:
+        return [f"scancel {job_id} failed: {result.stderr.strip()}"]
+    return [f"sent SIGINT to SLURM job {job_id} (scancel); its supervisor records the end"]
 
 
 def resume_run(run: RunFolder) -> RunFolder:
