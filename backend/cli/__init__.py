@@ -38,16 +38,9 @@ def open_tui(
 
 
 def _register_all() -> None:
-    from backend.cli import profiles
+    from backend.cli import estimate, export, jobs, profiles, runs
 
-    profiles.register(app)
-    for module_name in ("runs", "estimate", "jobs", "export"):
-        try:
-            module = __import__(f"backend.cli.{module_name}", fromlist=["register"])
-        except ModuleNotFoundError as err:
-            if err.name != f"backend.cli.{module_name}":
-                raise
-            continue
+    for module in (profiles, runs, estimate, jobs, export):
         module.register(app)
 
 
