@@ -32,8 +32,8 @@ from backend.runs.manager import find_run, refresh  # noqa: E402
 
 def train_steps_per_second(output_dir: Path) -> float:
     lines = (output_dir / "logging.jsonl").read_text().splitlines()
-    final = next(json.loads(line) for line in reversed(lines) if "train_steps_per_second" in line)
-    return float(final["train_steps_per_second"])
+    records = (json.loads(line) for line in reversed(lines))
+    return float(next(r["train_steps_per_second"] for r in records if "train_steps_per_second" in r))
 
 
 def bare_argv(profile, run_dir: Path) -> list[str]:
