@@ -35,5 +35,5 @@ def test_cli_start_up_imports_nothing_heavy() -> None:
 
 
 def test_tui_start_up_imports_nothing_heavy() -> None:
-    loaded = _modules_after("import tui.app, tui.screens.launch, tui.screens.runs, tui.screens.monitor")
+    loaded = _modules_after("import tui.app, tui.screens.launch, tui.screens.runs, tui.screens.monitor, tui.screens.chat")
     assert not [m for m in HEAVY if m in loaded]

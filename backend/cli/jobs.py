@@ -12,7 +12,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from backend.cli.common import console, err_console, fail
-from backend.jobs.chat import ChatClient, ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied
+from backend.jobs.chat import (
+    ChatClient, ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable,
+)
 from backend.jobs.job import JobFolder, list_jobs, refresh_job
 from backend.jobs.targets import TargetError, resolve_target
 from backend.runs.layout import RunFolder
@@ -174,6 +176,8 @@ def chat(
     except TargetError as err:
         fail(str(err))
     settings = GenerationSettings(system=system, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    if settings.problems():
+        fail("; ".join(settings.problems()))
     targets = [target]
     if compare:
         base = target.base()
@@ -184,6 +188,8 @@ def chat(
     try:
         _load(clients)
         _conversation(clients, settings)
+    except KeyboardInterrupt:  # at the prompt or while loading (mid-answer it only stops the answer)
+        err_console.print()
     finally:
         for client in clients:
             client.close()
@@ -222,11 +228,15 @@ def _conversation(clients: list[ChatClient], settings: GenerationSettings) -> No
             if len(clients) > 1:
                 print(f"[{client.name}] ", end="", flush=True)
             answer = _stream_answer(client, history, settings)
-            history.append({"role": "assistant", "content": answer})
+            if answer is None:
+                history.pop()  # unanswered: not part of the conversation
+            else:
+                history.append({"role": "assistant", "content": answer})
 
 
-def _stream_answer(client: ChatClient, history: list[dict[str, str]], settings: GenerationSettings) -> str:
-    """Print one answer as it streams; Ctrl-C stops it (the part said so far stays in the history)."""
+def _stream_answer(client: ChatClient, history: list[dict[str, str]], settings: GenerationSettings) -> str | None:
+    """Print one answer as it streams; Ctrl-C stops it (the part said so far is the answer).
+    None when the worker could not answer (it goes on)."""
     request_id = client.generate(history, settings)
     while True:
         try:
@@ -234,12 +244,15 @@ def _stream_answer(client: ChatClient, history: list[dict[str, str]], settings: 
         except KeyboardInterrupt:
             client.stop()
             continue
-        if event is None or isinstance(event, WorkerDied) or (isinstance(event, Failed) and
-                                                             event.request_id in (request_id, None)):
+        if event is None or isinstance(event, WorkerDied):
             print()
             fail(event.message if event is not None else "no answer within 600 s", code=1)
+        if isinstance(event, Failed) and event.request_id in (request_id, None):
+            print()
+            err_console.print(f"[red]error:[/] {event.message}", highlight=False)
+            return None
         if isinstance(event, Chunk) and event.request_id == request_id:
-            print(event.text, end="", flush=True)
+            print(printable(event.text), end="", flush=True)
         elif isinstance(event, Done) and event.request_id == request_id:
             break
     print(flush=True)

@@ -55,6 +55,15 @@ class GenerationSettings:
         return found
 
 
+_CONTROL_PICTURES = {code: 0x2400 + code for code in range(0x20) if chr(code) not in "\n\t"} | {0x7F: 0x2421}
+
+
+def printable(text: str) -> str:
+    """Model output made safe for a terminal: control characters (a random or broken model emits
+    them, ESC included) become their visible symbols; newlines and tabs stay."""
+    return text.translate(_CONTROL_PICTURES)
+
+
 # ---------------------------------------------------------------- events
 
 

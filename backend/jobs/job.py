@@ -188,6 +188,8 @@ def refresh_job(job: JobFolder) -> JobState:
     from backend.jobs.supervise import discard  # the kind's clean-up (e.g. a half-written merge)
 
     discard(job.read_spec())
+    if state.stop_requested:  # killed by the stop before it could record it
+        return job.update_state(status="stopped", ended_at=time.time())
     return job.update_state(status="failed", ended_at=time.time(),
                             failure_reason="the job's supervisor vanished without recording how the job ended")
 

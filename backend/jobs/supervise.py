@@ -2,7 +2,9 @@
 
 It runs the job's argv with output to the job's log, records how it ended, and then runs the
 kind's finishing step (merge: move the new model from its temporary folder into place).
-A job that fails or is stopped has its partial output discarded. Stdlib + pydantic only.
+After a failure or a stop the kind cleans up (a merge's temporary folder is removed; an
+inference keeps its partial results). SIGTERM to the job's process group stops it.
+Stdlib + pydantic only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,20 +42,28 @@ def supervise(job: JobFolder) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child: subprocess.Popen[bytes] | None = None
+    stopping = threading.Event()
 
     def forward_term(signum: int, _frame: object) -> None:
-        job.update_state(stop_requested=True)
+        stopping.set()
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward_term)
-    child = subprocess.Popen(spec.argv, cwd=spec.cwd, env={**os.environ, **spec.env},
-                             stdin=subprocess.DEVNULL,
+    if job.read_state().stop_requested:  # stopped before it began
+        return _record(job, spec, None)
+    child = subprocess.Popen(spec.argv, cwd=spec.cwd, env={**os.environ, **spec.env}, stdin=subprocess.DEVNULL,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    if stopping.is_set() and child.poll() is None:  # the signal came while the child was being started
+        child.terminate()
     job.update_state(status="running", child_pid=child.pid)
-    code = child.wait()
-    stop_requested = job.read_state().stop_requested
-    status, reason, sig = describe_exit(code, job.log_tail(), stop_requested=stop_requested)
+    return _record(job, spec, child.wait(), stopping.is_set())
+
+
+def _record(job: JobFolder, spec: JobSpec, code: int | None, stopped: bool = True) -> int:
+    """Write how the job ended; finish its result, or discard what a failed or stopped job left."""
+    stop_requested = stopped or job.read_state().stop_requested
+    status, reason, sig = describe_exit(-15 if code is None else code, job.log_tail(), stop_requested=stop_requested)
     result = None
     if status == "finished":
         try:
@@ -64,7 +75,7 @@ def supervise(job: JobFolder) -> int:
     print(f"workbench: job {status}" + (f": {reason}" if reason else "") + (f"; {result}" if result else ""),
           flush=True)
     job.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, result=result,
-                     ended_at=time.time())
+                     stop_requested=stop_requested, ended_at=time.time())
     return 0
 
 

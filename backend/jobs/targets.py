@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.paths import is_builtin, resolve_model
+from backend.runs.layout import RunFolder
 
 MODEL_RECORD = "workbench_model.json"
 # every built-in model is a Qwen2 with a ChatML template; swift cannot infer that from the folder
@@ -56,7 +57,7 @@ class ModelTarget:
         if not self.base_model:
             return None
         name = Path(self.base_model).name if Path(self.base_model).exists() else self.base_model
-        return replace(self, model=self.base_model, adapters=(), label=f"base {name}", base_model=None)
+        return replace(self, model=self.base_model, adapters=(), label=name, base_model=None)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "adapters": list(self.adapters)}
@@ -155,8 +156,6 @@ def _find_run_or_none(ref: str) -> Path | None:
 
 def target_of_run(run_dir: Path, *, checkpoint: int | None = None, merged: bool = False) -> ModelTarget:
     """A run's checkpoint (the newest unless `checkpoint`), or its merged model with `merged`."""
-    from backend.runs.layout import RunFolder
-
     run = RunFolder(run_dir)
     if merged:
         return _merged_of_run(run, checkpoint)
@@ -164,7 +163,7 @@ def target_of_run(run_dir: Path, *, checkpoint: int | None = None, merged: bool 
     return from_checkpoint(found, label=f"{run.run_id} {found.name}")
 
 
-def pick_checkpoint(run: Any, step: int | None) -> Path:
+def pick_checkpoint(run: RunFolder, step: int | None) -> Path:
     """checkpoint-<step> of a run (the newest when `step` is None), or TargetError."""
     checkpoints = run.checkpoints()
     if not checkpoints:
@@ -179,7 +178,7 @@ def pick_checkpoint(run: Any, step: int | None) -> Path:
     raise TargetError(f"run {run.run_id} has no checkpoint-{step}; it has: {steps}")
 
 
-def _merged_of_run(run: Any, step: int | None) -> ModelTarget:
+def _merged_of_run(run: RunFolder, step: int | None) -> ModelTarget:
     from backend.jobs.merge import merged_models
 
     mine = [m for m in merged_models([run.path]) if step is None or m.step == step]

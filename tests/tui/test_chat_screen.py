@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input, LoadingIndicator, Static
 
-from backend.jobs.chat import Chunk, Done
+from backend.jobs.chat import Chunk, Done, printable
 from backend.runs.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart, wait_gone
 from tui.app import WorkbenchApp
@@ -102,7 +102,7 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             assert messages.index(next(m for m in messages if getattr(m, "event", None) is chunks[0])) < \
                 messages.index(next(m for m in messages if getattr(m, "event", None) is done[0]))
             answer = pane.query(".bubble.answer").last()
-            assert text_of(answer) == done[0].text == pane.history[-1]["content"]
+            assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
 
         # stop: Esc ends the answers being written
         screen.query_one("#temperature", Input).value = "1"
