@@ -161,7 +161,7 @@ def swift_sft_args(
     ds_path: Path | None,
 ) -> list[str]:
     """`swift sft` arguments with ms-swift 4.x names, every path absolute."""
-    m, d, t, p, tr = profile.model, profile.data, profile.tuner, profile.precision, profile.training
+    m, d, p, tr = profile.model, profile.data, profile.precision, profile.training
     args: list[str] = ["--model", model]
     for name in ("model_type", "template", "system", "model_author", "model_name"):
         if getattr(m, name):

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile
+from backend.runs.layout import RunFolder
 
 console = Console()
 err_console = Console(stderr=True)
@@ -38,6 +39,16 @@ def print_error(message: str) -> None:
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     print_error(message)
     raise typer.Exit(code)
+
+
+def find_run_or_exit(ref: str) -> RunFolder:
+    """A run by id, unique part of an id, or folder; exit 2 with the reason otherwise."""
+    from backend.runs.manager import RunNotFound, find_run
+
+    try:
+        return find_run(ref)
+    except RunNotFound as err:
+        fail(str(err))
 
 
 def load_or_exit(name_or_path: str | Path) -> tuple[LaunchProfile, Path]:

@@ -11,25 +11,17 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from backend.cli.common import console, err_console, fail
+from backend.cli.common import console, err_console, fail, find_run_or_exit
 from backend.jobs.chat import (
     ChatClient, ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable,
 )
 from backend.jobs.job import JobFolder, list_jobs, refresh_job
 from backend.jobs.targets import TargetError, resolve_target
-from backend.runs.layout import RunFolder
-from backend.runs.manager import RunNotFound, find_run
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")]
 CheckpointOpt = Annotated[int | None, typer.Option("--checkpoint", "-c", help="Checkpoint step (default: newest).")]
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Start the job and return at once.")]
 
-
-def _find(ref: str) -> RunFolder:
-    try:
-        return find_run(ref)
-    except RunNotFound as err:
-        fail(str(err))
 
 
 # ---------------------------------------------------------------- merge
@@ -47,7 +39,7 @@ def merge(
     """Merge a LoRA checkpoint into its base model (swift export --merge_lora) as a new model folder."""
     from backend.jobs.merge import MergeRefused, start_merge
 
-    run = _find(run_ref)
+    run = find_run_or_exit(run_ref)
     try:
         job = start_merge(run, checkpoint, output=output, replace=replace)
     except MergeRefused as err:
@@ -81,7 +73,7 @@ def infer(
     """Answer every row of a dataset with a checkpoint, into a results jsonl (prompt / reference / answer)."""
     from backend.jobs.batch_infer import InferRefused, InferSettings, start_infer
 
-    run = _find(run_ref)
+    run = find_run_or_exit(run_ref)
     settings = InferSettings(max_new_tokens=max_new_tokens, temperature=temperature, limit=limit)
     try:
         job = start_infer(run, dataset=dataset, out=out, checkpoint=checkpoint, merged=merged, settings=settings)
@@ -113,7 +105,7 @@ def _print_results(path: Path, rows: int) -> None:
 
 def jobs(run_ref: RunArg) -> None:
     """List a run's merge and inference jobs."""
-    run = _find(run_ref)
+    run = find_run_or_exit(run_ref)
     table = Table("job", "status", "progress", "result / reason", box=None)
     for job in list_jobs(run.jobs_dir):
         state = refresh_job(job)

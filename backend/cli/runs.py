@@ -11,15 +11,13 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from backend.cli.common import console, err_console, fail, load_or_exit
+from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
 from backend.events import EventReader
 from backend.runs import index
 from backend.runs.layout import RunFolder
 from backend.runs.manager import (
     LaunchRefused,
-    RunNotFound,
     delete_run,
-    find_run,
     list_runs,
     refresh,
     resume_run,
@@ -28,12 +26,6 @@ from backend.runs.manager import (
     summarize,
 )
 
-
-def _find(ref: str) -> RunFolder:
-    try:
-        return find_run(ref)
-    except RunNotFound as err:
-        fail(str(err))
 
 
 def run(
@@ -131,7 +123,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """State of one run: status, progress, loss, failure reason, memory forecast vs measured."""
-    folder = _find(run_ref)
+    folder = find_run_or_exit(run_ref)
     s = summarize(folder)
     from backend.runs.memory_report import memory_comparison
 
@@ -159,7 +151,7 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="Lines of the tail to print first.")] = 40,
 ) -> None:
     """Print a run's log (stdout+stderr of the training)."""
-    folder = _find(run_ref)
+    folder = find_run_or_exit(run_ref)
     text = folder.log_tail(max_bytes=200 * max(lines, 1))
     print("\n".join(text.splitlines()[-lines:]))
     if not follow_log:
@@ -181,7 +173,7 @@ def logs(
 
 def stop(run_ref: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
     """Stop a run: SIGINT to all its processes, then SIGTERM, then SIGKILL."""
-    folder = _find(run_ref)
+    folder = find_run_or_exit(run_ref)
     for line in stop_run(folder, report=lambda text: err_console.print(text, highlight=False)):
         console.print(line, highlight=False)
     console.print(f"run {folder.run_id}: {folder.read_state().status}", highlight=False)
@@ -192,7 +184,7 @@ def resume(
     detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
 ) -> None:
     """Continue a stopped or failed run from its last checkpoint."""
-    folder = _find(run_ref)
+    folder = find_run_or_exit(run_ref)
     try:
         resume_run(folder)
     except ValueError as err:
@@ -217,7 +209,7 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete a finished, failed or stopped run folder (never a running one)."""
-    folder = _find(run_ref)
+    folder = find_run_or_exit(run_ref)
     if not yes and not typer.confirm(f"delete {folder.path} and its checkpoints?"):
         raise typer.Exit(1)
     try:

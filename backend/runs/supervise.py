@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from backend.runs.diagnose import describe_exit
 from backend.runs.layout import RunFolder
