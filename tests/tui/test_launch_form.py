@@ -183,3 +183,18 @@ async def test_every_action_has_key_id_tooltip_and_palette_entry(profile_copy: P
         await pilot.press("enter")  # the palette runs the action: the save-as dialog opens
         await pilot.pause(0.3)
         assert isinstance(app.screen, PathPromptScreen)
+
+
+async def test_choosing_a_problem_focuses_its_field(profile_copy: Path) -> None:
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        screen.set_field("distribution.nproc_per_node", 2)  # "single" with 2 processes: an error
+        await pilot.pause()
+        assert any(p.field == "distribution.strategy" and p.severity == "error" for p in screen.problems)
+        screen.query_one("#validation-list").focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.query_one("#settings").active == "tab-distribution"
+        assert app.focused is screen.editors["distribution.strategy"].control_widget

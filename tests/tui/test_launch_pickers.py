@@ -90,3 +90,40 @@ async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) ->
         summary = screen.query_one(DatasetSummary).plain
         assert "500 rows sampled" in summary and "hub dataset" in summary
         assert "swift/self-cognition#500" in screen.query_one("#command-preview").text
+
+
+async def test_uninferable_model_type_is_warned_and_choices_offered(
+    tmp_path: Path, tiny_model: Path, swift_registry: dict, profile_copy: Path
+) -> None:
+    import shutil
+
+    from backend.profile import load_profile, save_profile
+
+    folder = shutil.copytree(tiny_model, tmp_path / "my-own-model")  # a name swift does not know
+    profile = load_profile(profile_copy)
+    profile.model.source = str(folder)
+    profile.model.model_type = None
+    profile.model.template = None
+    save_profile(profile, profile_copy)
+
+    app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        (problem,) = [p for p in screen.problems if p.field.startswith("model.")]
+        assert (problem.field, problem.severity) == ("model.model_type", "warning")
+        assert "qwen2" in problem.fix  # the architecture's candidates, from swift's registry
+        assert "choose one" in screen.query_one(ModelDetails).plain
+        assert screen.editors["model.model_type"].suggestions[0] == "qwen2"
+
+        editor = screen.editors["model.model_type"]
+        editor.focus_control()
+        await pilot.press(*"qwen2")
+        await settle(pilot)
+        (problem,) = [p for p in screen.problems if p.field.startswith("model.")]
+        assert problem.field == "model.template" and "qwen" in problem.fix
+        screen.editors["model.template"].focus_control()
+        await pilot.press(*"qwen")
+        await settle(pilot)
+        assert not [p for p in screen.problems if p.field.startswith("model.")]
+        assert "--model_type qwen2" in screen.query_one("#command-preview").text

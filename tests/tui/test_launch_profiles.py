@@ -157,3 +157,28 @@ async def test_copy_command_and_save_as_script(profile_copy: Path, tmp_path: Pat
         assert shlex.split(body.replace("\\\n", " ")) == shlex.split(screen.plan.shell_line())
         assert screen.plan.accelerate_config_path.is_file()  # the config the command names exists
         assert not list(tmp_path.glob(".launch.sh.*"))  # no temporary file left behind
+
+
+async def test_new_and_broken_profile_files(tmp_path: Path) -> None:
+    new = tmp_path / "fresh.toml"
+    app = WorkbenchApp(new, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert screen.profile.name == "fresh" and not new.exists()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert load_profile(new) == screen.profile and not screen.is_dirty
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[tuner]\ntype = 'lorra'\n")
+    app = WorkbenchApp(broken, hardware=CPU_BOX)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert screen.profile_path is None  # never saved over the user's file
+        assert "lorra" in screen.open_problem and "tuner.type" in screen.open_problem
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPromptScreen)
+    assert broken.read_text() == "[tuner]\ntype = 'lorra'\n"

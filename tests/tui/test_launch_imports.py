@@ -1,0 +1,41 @@
+"""The launch workspace never imports torch, transformers or swift: not for its first frame, and not
+while its workers describe the model, scan the data, count tokens and forecast memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "swift", "peft", "accelerate", "tokenizers")
+
+DRIVE = """
+import asyncio, json, sys
+from backend.cli.common import default_profile_path
+from tui.app import WorkbenchApp
+
+async def main():
+    app = WorkbenchApp(default_profile_path())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        first = [m for m in sys.argv[1:] if m in sys.modules]
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        summary = app.screen.dataset_summary.plain
+        later = [m for m in sys.argv[1:] if m in sys.modules]
+    print(json.dumps({"first": first, "later": later, "tokens_counted": "tokens (" in summary}))
+
+asyncio.run(main())
+"""
+
+
+def test_launch_screen_and_its_workers_import_nothing_heavy(tiny_model: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", DRIVE, *HEAVY], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["first"] == [] and result["later"] == []
+    assert result["tokens_counted"]  # tokens were counted, in a child process

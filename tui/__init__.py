@@ -1,0 +1,1 @@
+"""finetune-workbench TUI: Textual screens and widgets that only call backend/."""

@@ -1,0 +1,15 @@
+"""App-wide messages (a widget's own messages are nested classes of that widget)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.message import Message
+
+
+@dataclass
+class RunLaunched(Message):
+    """A run was started detached; `run_dir` is its folder."""
+
+    run_dir: Path

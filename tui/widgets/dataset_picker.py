@@ -1,0 +1,225 @@
+"""Choosing a dataset (picker dialog) and the Data tab's report: rows, malformed rows, lengths, preview.
+
+File discovery and scans run in thread workers that stop when a newer request replaces them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from backend.inspect_data import SUFFIXES, DatasetReport, Message as ChatMessage, inspect_ref, looks_like_dataset
+from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX
+from tui.command_text import display_path
+
+PREVIEW_CHARS = 160
+MAX_LISTED_FILES = 200
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "runs", "output"}
+
+
+def chat_text(messages: list[ChatMessage], indent: str = "  ") -> Text:
+    text = Text()
+    for message in messages:
+        content = " ".join(message["content"].split())
+        if len(content) > PREVIEW_CHARS:
+            content = content[:PREVIEW_CHARS - 1] + "…"
+        style = {"user": "cyan", "assistant": "green", "system": "magenta"}.get(message["role"], "yellow")
+        text.append(f"{indent}{message['role']}: ", style=f"bold {style}")
+        text.append(content + "\n")
+    return text
+
+
+def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown: int = 5) -> Text:
+    """Everything known about one dataset entry, for the Data tab."""
+    ref = report.ref
+    text = Text()
+    text.append(ref.ref, style="bold")
+    sample = f", {ref.sample:,} rows sampled" if ref.sample else ""
+    text.append(f"  [{ref.kind}{sample}]\n", style="dim")
+    if ref.problem:
+        text.append(f"✗ {ref.problem}\n", style="red")
+        return text
+    if ref.kind == "hub":
+        text.append("hub dataset: swift downloads it at launch; it cannot be previewed offline\n", style="dim")
+        return text
+    scan = report.scan
+    if scan is None:
+        text.append("scanning…\n", style="dim")
+        return text
+    state = "" if scan.complete else " (scan stopped early)"
+    text.append(f"{scan.rows:,} rows")
+    if scan.malformed_count:
+        text.append(f", {scan.malformed_count:,} malformed", style="bold red")
+    text.append(f"{state}\n")
+    for bad in scan.malformed[:malformed_shown]:
+        text.append(f"  ✗ {bad}\n", style="red")
+    if scan.malformed_count > malformed_shown:
+        text.append(f"  … and {scan.malformed_count - malformed_shown:,} more\n", style="red")
+    if scan.chars:
+        text.append(scan.chars.describe("characters") + "\n")
+    if report.tokens and report.tokens.stats:
+        tokens = report.tokens
+        text.append(tokens.stats.describe(f"tokens ({tokens.method})"))
+        if tokens.over_max_length:
+            text.append(f"; {tokens.over_max_length:,} rows over max_length (truncated)", style="yellow")
+        text.append("\n")
+    elif report.token_note:
+        text.append(report.token_note + "\n", style="dim")
+    for number, messages in enumerate(scan.preview[:preview_rows], start=1):
+        text.append(f"row {number}:\n", style="dim")
+        text.append_text(chat_text(messages))
+    return text
+
+
+class DatasetSummary(Static):
+    """The Data tab's report on every train/val entry (set by the screen)."""
+
+    reports: reactive[tuple[DatasetReport, ...]] = reactive((), init=False)
+    """One report per dataset entry, in profile order."""
+
+    def watch_reports(self) -> None:
+        text = Text()
+        for report in self.reports:
+            text.append_text(report_text(report))
+            text.append("\n")
+        text.rstrip()
+        self.update(text if self.reports else Text("no dataset chosen", style="dim"))
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(report_text(r).plain for r in self.reports)
+
+
+def find_dataset_files(roots: list[Path], max_depth: int = 3) -> Iterator[Path]:
+    seen: set[Path] = set()
+    for root in roots:
+        yield from _walk(root, max_depth, seen)
+
+
+def _walk(folder: Path, depth: int, seen: set[Path]) -> Iterator[Path]:
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file() and entry.suffix.lower() in SUFFIXES:
+            resolved = entry.resolve()
+            if resolved not in seen and looks_like_dataset(entry):
+                seen.add(resolved)
+                yield resolved
+        elif entry.is_dir() and depth > 0 and entry.name not in SKIP_DIRS:
+            yield from _walk(entry, depth - 1, seen)
+
+
+class DatasetPickerScreen(ModalScreen[str | None]):
+    """Pick a shipped or local dataset, or type a path / hub id (`#N` samples N rows)."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="picker-cancel", tooltip="Close without choosing"),
+    ]
+
+    class Found(Message):
+        def __init__(self, files: list[Path]) -> None:
+            super().__init__()
+            self.files = files
+
+    class Scanned(Message):
+        def __init__(self, report: DatasetReport) -> None:
+            super().__init__()
+            self.report = report
+
+    def __init__(self, current: str, roots: list[Path], base_dir: Path | None) -> None:
+        super().__init__(id="dataset-picker", classes="dialog-screen")
+        self.current = current
+        self.roots = roots
+        self.base_dir = base_dir
+        self._stop = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label("Dataset: pick one, or type a file / hub id (#N samples N rows) and press Enter",
+                        classes="dialog-title")
+            yield Input(self.current, id="dataset-input", compact=True,
+                        placeholder="./data/train.jsonl, AI-ModelScope/alpaca-gpt4-data-en#500")
+            options = [Option(Text.assemble((BUILTIN_PREFIX + name, "bold"), ("  [shipped]", "dim")),
+                              id=BUILTIN_PREFIX + name) for name in BUILTIN_DATASETS]
+            yield OptionList(*options, id="dataset-list")
+            yield Static("", id="dataset-preview")
+            yield Static("↑↓ choose · Enter: use · Esc: cancel", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#dataset-list", OptionList).focus()
+        self._find_files()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    @work(thread=True, exclusive=True, group="dataset-files", exit_on_error=False, description="Finding datasets")
+    def _find_files(self) -> None:
+        files = []
+        for path in find_dataset_files(self.roots):
+            files.append(path)
+            if len(files) >= MAX_LISTED_FILES or get_current_worker().is_cancelled:
+                break
+        self.post_message(self.Found(files))
+
+    @on(Found)
+    def _found(self, event: Found) -> None:
+        options = self.query_one("#dataset-list", OptionList)
+        shipped = {p.resolve() for p in BUILTIN_DATASETS.values()}
+        for path in event.files:
+            if path in shipped:
+                continue
+            ref = self._ref_for(path)
+            options.add_option(Option(Text.assemble((display_path(path), "bold"), ("  [local]", "dim")), id=ref))
+
+    def _ref_for(self, path: Path) -> str:
+        """Relative to the profile's folder when inside it (the profile stays portable)."""
+        if self.base_dir is not None and path.is_relative_to(self.base_dir.resolve()):
+            return "./" + str(path.relative_to(self.base_dir.resolve()))
+        return str(path)
+
+    @on(OptionList.OptionHighlighted, "#dataset-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id:
+            self.query_one("#dataset-preview", Static).update(Text("scanning…", style="dim"))
+            self._stop.set()
+            self._stop = threading.Event()
+            self._scan(event.option.id, self._stop)
+
+    @work(thread=True, exclusive=True, group="dataset-preview", exit_on_error=False, description="Scanning dataset")
+    def _scan(self, ref: str, stop: threading.Event) -> None:
+        report = inspect_ref(ref, base_dir=self.base_dir, stop=stop)
+        report.token_note = ""
+        if not stop.is_set():
+            self.post_message(self.Scanned(report))
+
+    @on(Scanned)
+    def _scanned(self, event: Scanned) -> None:
+        self.query_one("#dataset-preview", Static).update(report_text(event.report, preview_rows=1,
+                                                                      malformed_shown=2))
+
+    @on(OptionList.OptionSelected, "#dataset-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.dismiss(event.option.id)
+
+    @on(Input.Submitted, "#dataset-input")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())

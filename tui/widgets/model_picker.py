@@ -1,0 +1,149 @@
+"""Choosing a model: the picker dialog, and the details panel of the Model tab.
+
+Discovery (local folders, the HF and ModelScope caches, the built-in models) runs in a
+thread worker; every detail comes from config.json alone (backend.models).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from backend.models import ModelInfo, SwiftInference, discover_models
+
+ORIGIN_LABELS = {"builtin": "built-in", "local": "local", "hf-cache": "HF cache", "modelscope-cache": "ModelScope",
+                 "hub": "hub"}
+
+
+def model_details_text(info: ModelInfo | None, inference: SwiftInference | None = None) -> Text:
+    """Shape rows, then what swift will be told (or must be told) about model_type/template."""
+    text = Text()
+    if info is None:
+        return Text("no model chosen", style="dim")
+    text.append(f"{info.label}", style="bold")
+    text.append(f"  [{ORIGIN_LABELS.get(info.origin, info.origin)}]\n", style="dim")
+    if info.shape is not None:
+        rows = info.shape.describe()
+        text.append("  ".join(f"{label}: {value}" for label, value in rows[:-1]) + "\n")
+        text.append(f"{rows[-1][0]}: {rows[-1][1]}\n")
+        for note in info.shape.notes:
+            text.append(f"note: {note}\n", style="dim")
+    for problem in info.problems:
+        text.append(f"! {problem}\n", style="yellow")
+    if inference is not None:
+        text.append_text(_inference_text(inference))
+    text.rstrip()
+    return text
+
+
+def _inference_text(inference: SwiftInference) -> Text:
+    text = Text()
+    if inference.how == "unknown" and not inference.warnings:
+        return text
+    if inference.model_type and inference.template:
+        how = {"builtin": "built-in model", "name": "matched by name", "architecture": "matched by architecture",
+               "profile": "set in the profile", "args.json": "from the folder's args.json"}.get(inference.how, "")
+        text.append(f"swift: model_type {inference.model_type}, template {inference.template}", style="green")
+        text.append(f" ({how})\n" if how else "\n", style="dim")
+    for warning in inference.warnings:
+        text.append(f"! {warning}\n", style="yellow")
+    if inference.model_type_choices:
+        text.append(f"  model_type choices: {', '.join(inference.model_type_choices)}\n")
+    if inference.template_choices:
+        text.append(f"  template choices: {', '.join(inference.template_choices)}\n")
+    return text
+
+
+class ModelDetails(Static):
+    """The chosen model's shape and swift's view of it (set by the screen)."""
+
+    info: reactive[ModelInfo | None] = reactive(None, init=False)
+    """The model described; None while being read."""
+    inference: reactive[SwiftInference | None] = reactive(None, init=False)
+    """What swift will use for model_type/template."""
+
+    @property
+    def plain(self) -> str:
+        return model_details_text(self.info, self.inference).plain
+
+    def watch_info(self) -> None:
+        self.update(model_details_text(self.info, self.inference))
+
+    def watch_inference(self) -> None:
+        self.update(model_details_text(self.info, self.inference))
+
+
+class ModelPickerScreen(ModalScreen[str | None]):
+    """Pick a discovered model or type a hub id / folder; returns the profile's `model.source`."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="picker-cancel", tooltip="Close without choosing"),
+    ]
+
+    class Found(Message):
+        def __init__(self, models: list[ModelInfo]) -> None:
+            super().__init__()
+            self.models = models
+
+    def __init__(self, current: str, local_roots: list[Path]) -> None:
+        super().__init__(id="model-picker", classes="dialog-screen")
+        self.current = current
+        self.local_roots = local_roots
+        self.models: dict[str, ModelInfo] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label("Model: pick one, or type a hub id / folder and press Enter", classes="dialog-title")
+            yield Input(self.current, id="model-input", compact=True,
+                        placeholder="Qwen/Qwen2.5-7B-Instruct, /path/to/model, builtin:tiny-qwen2")
+            yield OptionList(Option("scanning local folders and caches…", disabled=True), id="model-list")
+            yield Static("", id="model-preview")
+            yield Static("↑↓ choose · Enter: use · Esc: cancel", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#model-list", OptionList).focus()
+        self._scan()
+
+    @work(thread=True, exclusive=True, group="model-scan", exit_on_error=False, description="Finding models")
+    def _scan(self) -> None:
+        self.post_message(self.Found(discover_models(self.local_roots)))
+
+    @on(Found)
+    def _found(self, event: Found) -> None:
+        options = self.query_one("#model-list", OptionList)
+        options.clear_options()
+        self.models = {info.ref: info for info in event.models}
+        for info in event.models:
+            origin = ORIGIN_LABELS.get(info.origin, info.origin)
+            size = f"  {info.shape.describe()[-1][1]}" if info.shape and info.shape.parameters else ""
+            options.add_option(Option(Text.assemble((info.label, "bold"), (f"  [{origin}]", "dim"), size),
+                                      id=info.ref))
+        if not event.models:
+            options.add_option(Option("no local models found; type a hub id above", disabled=True))
+        refs = list(self.models)
+        options.highlighted = refs.index(self.current) if self.current in refs else 0
+
+    @on(OptionList.OptionHighlighted, "#model-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        info = self.models.get(event.option.id or "")
+        self.query_one("#model-preview", Static).update(model_details_text(info))
+
+    @on(OptionList.OptionSelected, "#model-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id in self.models:
+            self.dismiss(event.option.id)
+
+    @on(Input.Submitted, "#model-input")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
