@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli import app
+from backend.cli import full_app
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile, profile_to_toml, save_profile
 
 SHIPPED = sorted(SHIPPED_PROFILES_DIR.glob("*.toml"))
 runner = CliRunner()
+
+app = full_app()
 
 
 def test_there_are_shipped_profiles() -> None:

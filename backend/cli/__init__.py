@@ -1,51 +1,44 @@
 """The `workbench` command: with no sub-command it opens the TUI; the rest run headless.
 
-Each sub-command module exposes `register(app)` and stays a thin layer over backend/.
-Heavy imports (torch, swift, Textual) happen inside the commands that need them.
+Opening the TUI is the hot path: it imports neither Typer nor any sub-command module, so
+the first frame comes as fast as Textual allows. Everything else goes through the Typer
+app in `backend/cli/app.py`.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from backend.cli import common
-
-app = typer.Typer(
-    name="workbench",
-    help="Terminal fine-tuning workbench for ms-swift. Run without a command to open the TUI.",
-    no_args_is_help=False,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+if TYPE_CHECKING:
+    import typer
 
 
-@app.callback(invoke_without_command=True)
-def open_tui(
-    ctx: typer.Context,
-    profile: Annotated[
-        Path | None, typer.Option("--profile", "-p", help="Profile to open (default: profiles/quickstart.toml).")
-    ] = None,
-) -> None:
-    """Open the workbench TUI on a profile (the quickstart by default)."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from tui.app import run_app  # Textual is imported only when the TUI is asked for
+def full_app() -> typer.Typer:
+    """The Typer app with every sub-command registered; tests drive this one."""
+    from backend.cli.app import full_app as build
 
-    run_app(profile_path=profile or common.default_profile_path())
+    return build()
 
 
-def _register_all() -> None:
-    from backend.cli import estimate, export, jobs, profiles, runs
-
-    for module in (profiles, runs, estimate, jobs, export):
-        module.register(app)
-
-
-_register_all()
+def _tui_profile(args: list[str]) -> Path | None | bool:
+    """The profile to open when the command line only asks for the TUI; False otherwise."""
+    if not args:
+        return None
+    if len(args) == 2 and args[0] in ("--profile", "-p"):
+        return Path(args[1])
+    if len(args) == 1 and args[0].startswith("--profile="):
+        return Path(args[0].split("=", 1)[1])
+    return False
 
 
 def main() -> None:
-    app()
+    profile = _tui_profile(sys.argv[1:])
+    if profile is False:
+        full_app()()
+        return
+    from backend.paths import SHIPPED_PROFILES_DIR
+    from tui.app import run_app
+
+    run_app(profile_path=profile or SHIPPED_PROFILES_DIR / "quickstart.toml")

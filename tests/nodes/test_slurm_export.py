@@ -14,7 +14,7 @@ import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 from typer.testing import CliRunner
 
-from backend.cli import app
+from backend.cli import full_app
 from backend.export.slurm import (
     SlurmOptions,
     allocation_hardware,
@@ -63,6 +63,8 @@ json.dump(record, open(os.environ["RECORD"], "w"))
 exit_var="FAKE_EXIT_$SLURM_NODEID"
 exit "${!exit_var:-0}"
 """
+
+app = full_app()
 
 
 @pytest.fixture

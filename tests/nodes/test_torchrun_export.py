@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli import app
+from backend.cli import full_app
 from backend.export.torchrun import export_torchrun, swift_fsdp_config
 from backend.nodes import free_port
 from backend.paths import SHIPPED_PROFILES_DIR
@@ -26,6 +26,8 @@ from tests.nodes.nodes_helpers import (
 )
 
 QWEN2_CONFIG = Path(__file__).resolve().parents[1] / "estimate" / "fixtures" / "qwen2_5_7b"
+
+app = full_app()
 
 
 def test_two_machine_script_takes_the_rank_from_node_rank(tmp_path: Path) -> None:

@@ -1,0 +1,47 @@
+"""The Typer app: `workbench` and its sub-commands.
+
+Each sub-command module exposes `register(app)` and stays a thin layer over backend/.
+Heavy imports (torch, swift, Textual) happen inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from backend.cli import common
+
+app = typer.Typer(
+    name="workbench",
+    help="Terminal fine-tuning workbench for ms-swift. Run without a command to open the TUI.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback(invoke_without_command=True)
+def open_tui(
+    ctx: typer.Context,
+    profile: Annotated[
+        Path | None, typer.Option("--profile", "-p", help="Profile to open (default: profiles/quickstart.toml).")
+    ] = None,
+) -> None:
+    """Open the workbench TUI on a profile (the quickstart by default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tui.app import run_app  # Textual is imported only when the TUI is asked for
+
+    run_app(profile_path=profile or common.default_profile_path())
+
+
+def full_app() -> typer.Typer:
+    """The app with every sub-command registered (once); tests drive this one."""
+    if not app.registered_commands:
+        from backend.cli import estimate, export, jobs, profiles, runs
+
+        for module in (profiles, runs, estimate, jobs, export):
+            module.register(app)
+    return app
