@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import io
 import math
 from pathlib import Path
@@ -159,6 +161,31 @@ async def test_memory_panel_samples_this_machine(tmp_path: Path, isolated_runs: 
             assert text.count("GPU") >= len(sample.gpus)
         last_rss = logs_of("quickstart-short")[-1]["rss_bytes"]
         assert f"trainer RSS {last_rss / 2**20:.1f} MiB" in text
+
+
+async def test_memory_panel_compares_the_forecast_with_the_measured_peak(tmp_path: Path, isolated_runs: Path,
+                                                                        tiny_model: Path) -> None:
+    from backend.estimate.forecast import forecast_for_profile
+    from backend.estimate.measured import comparable_forecasts
+    from backend.events import EventWriter
+    from tui.widgets.units import size
+
+    run = fixture_run(tmp_path, "quickstart-short")
+    forecast = forecast_for_profile(run.read_profile(), tiny_model)
+    run.forecast_path.write_text(json.dumps(forecast))
+    # a GPU run's log event carries the allocator's peaks; this one says 1 GiB was reserved
+    EventWriter(run.events_path).write("log", step=41, max_steps=41, loss=0.5,
+                                       cuda=[{"device": 0, "allocated": 1, "reserved": 1, "max_allocated": 1,
+                                              "max_reserved": 2**30}])
+    expected = comparable_forecasts(forecast)["cuda_max_reserved_bytes"]
+    error = (expected - 2**30) / 2**30 * 100
+    async with app().run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, run.path)
+        await wait_for(pilot, lambda: "peak reserved" in plain(screen.query_one("#memory").content),
+                       what="the forecast line")
+        text = plain(screen.query_one("#memory").content)
+        assert f"forecast {size(forecast['per_device_total_bytes'])} per GPU" in text
+        assert f"({error:+.0f}%)" in text
 
 
 def plain(renderable: object) -> str:

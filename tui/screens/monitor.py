@@ -9,6 +9,8 @@ Leaving the screen or closing the app never touches the run.
 
 from __future__ import annotations
 
+import json
+
 import math
 import threading
 import time
@@ -132,9 +134,15 @@ class MonitorScreen(Screen[None]):
                 yield Static("", id="scale-summary", classes="summary", markup=False)
                 yield LossScalePlot(id="scale-plot")
             with Vertical(id="memory-panel", classes="panel"):
-                yield MemoryPanel(id="memory")
+                yield MemoryPanel(self._read_forecast(), id="memory")
         yield LogTail(id="log-tail")
         yield Footer()
+
+    def _read_forecast(self) -> dict | None:
+        try:
+            return json.loads(self.feed.run.forecast_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
 
     def on_mount(self) -> None:
         self.title = f"run {self.feed.run.run_id}"

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from backend.estimate.measured import comparable_forecasts, error_percent
 from backend.system_monitor import SystemSample
 from tui.widgets.units import size
 
@@ -29,10 +30,12 @@ class MemoryPanel(Static):
     }
     """
 
-    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(self, forecast: dict[str, Any] | None = None, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
         super().__init__("sampling...", name=name, id=id, classes=classes)
         self.sample: SystemSample | None = None
         self.trainer: dict[str, Any] | None = None
+        self.forecast = forecast
 
     def show(self, sample: SystemSample | None, last_log: dict[str, Any] | None) -> None:
         self.sample, self.trainer = sample, last_log
@@ -54,6 +57,7 @@ class MemoryPanel(Static):
         else:
             parts.append(Text("sampling...", style="dim"))
         parts.extend(self._trainer_lines())
+        parts.extend(self._forecast_lines())
         return Group(*parts)
 
     @staticmethod
@@ -64,6 +68,21 @@ class MemoryPanel(Static):
             run = "run n/a" if gpu.run_memory is None else f"run {size(gpu.run_memory)}"
             table.add_row(f"GPU{gpu.index}", _share(gpu.memory_used, gpu.memory_total), f"util {util}", run)
         return table
+
+    def _forecast_lines(self) -> list[Text]:
+        """The planner's forecast stored at launch, against the newest measured peak."""
+        forecast = self.forecast or {}
+        if "per_device_total_bytes" not in forecast:
+            return [Text(f"forecast: {forecast.get('error', 'none stored for this run')}", style="dim")]
+        lines = [Text(f"forecast {size(forecast['per_device_total_bytes'])} per GPU, "
+                      f"{size(forecast['host_total_bytes'])} host", style="dim")]
+        peaks = [c.get("max_reserved") for c in (self.trainer or {}).get("cuda") or [] if c.get("max_reserved")]
+        if peaks:
+            expected = comparable_forecasts(forecast)["cuda_max_reserved_bytes"]
+            error = error_percent(expected, max(peaks))
+            lines.append(Text(f"peak reserved {size(max(peaks))} vs forecast {size(expected)}"
+                              + (f" ({error:+.0f}%)" if error is not None else "")))
+        return lines
 
     def _trainer_lines(self) -> list[Text]:
         """What the training process said about itself in its newest log event."""
