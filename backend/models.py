@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from backend.estimate.shape import ConfigError
+from backend.estimate.shape import ModelShape as PlannerShape
 from backend.paths import BUILTIN_PREFIX, REPO_DIR, cache_dir, is_builtin
 
 Origin = Literal["builtin", "local", "hf-cache", "modelscope-cache", "hub"]
@@ -133,49 +135,45 @@ def _int(cfg: dict[str, Any], *keys: str) -> int | None:
     return None
 
 
-# Families whose q/k/v projections carry a bias although config.json has no `attention_bias` key.
-QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
-# Families with an RMSNorm on queries and keys (head_dim weights each, per layer).
-QK_NORM_FAMILIES = {"qwen3", "qwen3_moe", "olmo2", "gemma3_text"}
 KNOWN_DENSE_FAMILIES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "internlm2", "yi", "olmo2"}
 
 
 def count_parameters(cfg: dict[str, Any], shape: ModelShape) -> tuple[int | None, bool, tuple[str, ...]]:
-    """Parameters of a Llama-style decoder (GQA attention, gated MLP, RMSNorm) from its config.
+    """Parameters from config.json alone: returns (count, exact, notes).
 
-    Returns (count, exact, notes): `exact` is True for the families whose layout is known
-    (the count then equals the weights' element count); other models get an estimate.
+    Dense decoders are counted by the memory planner's shape model (one formula for the whole
+    workbench); `exact` is True for the families whose layout it knows (the count then equals
+    the weights' element count). Mixture-of-experts models, which the planner refuses, get an
+    estimate with a Llama-style layout.
     """
     h, n_layers, vocab = shape.hidden_size, shape.layers, shape.vocab_size
     if not (h and n_layers and vocab and shape.heads and shape.head_dim):
         return None, False, ("config.json lacks the sizes needed to count parameters",)
     family = str(cfg.get("model_type") or "")
-    q_width = shape.heads * shape.head_dim
-    kv_width = (shape.kv_heads or shape.heads) * shape.head_dim
-    attention = h * q_width + 2 * h * kv_width + q_width * h
-    if family in QKV_BIAS_FAMILIES or cfg.get("attention_bias"):
-        attention += q_width + 2 * kv_width
-    if cfg.get("attention_bias") and family not in QKV_BIAS_FAMILIES:
-        attention += h  # o_proj bias
-    if family in QK_NORM_FAMILIES:
-        attention += 2 * shape.head_dim
-    inter = shape.intermediate_size or 4 * h
-    experts = shape.num_experts
-    if experts:
-        expert_inter = _int(cfg, "moe_intermediate_size") or inter
-        mlp = experts * 3 * h * expert_inter + h * experts  # experts + router
-        shared = _int(cfg, "shared_expert_intermediate_size")
-        if shared:
-            mlp += 3 * h * shared + h  # shared expert + its gate
-    else:
-        mlp = 3 * h * inter
-    norms = 2 * h
-    total = n_layers * (attention + mlp + norms) + vocab * h + h  # embeddings + final norm
-    if not shape.tied_embeddings:
-        total += vocab * h
-    exact = family in KNOWN_DENSE_FAMILIES and not experts
-    notes = () if exact else (f"parameter count estimated with a Llama-style layout for model_type {family!r}",)
-    return total, exact, notes
+    if not shape.num_experts:
+        try:
+            total = PlannerShape.from_config_dict(cfg).total_params
+        except ConfigError as err:
+            return None, False, (str(err),)
+        exact = family in KNOWN_DENSE_FAMILIES
+        notes = () if exact else (f"parameter count assumes a Llama-style layout for model_type {family!r}",)
+        return total, exact, notes
+    return _moe_parameters(cfg, shape), False, (f"mixture of experts ({family!r}): parameter count estimated",)
+
+
+def _moe_parameters(cfg: dict[str, Any], shape: ModelShape) -> int:
+    h, vocab = shape.hidden_size or 0, shape.vocab_size or 0
+    head_dim, heads = shape.head_dim or 0, shape.heads or 0
+    q_width, kv_width = heads * head_dim, (shape.kv_heads or heads) * head_dim
+    attention = 2 * h * q_width + 2 * h * kv_width
+    experts = shape.num_experts or 0
+    expert_inter = _int(cfg, "moe_intermediate_size") or shape.intermediate_size or 4 * h
+    mlp = experts * 3 * h * expert_inter + h * experts  # experts + router
+    shared = _int(cfg, "shared_expert_intermediate_size")
+    if shared:
+        mlp += 3 * h * shared + h  # shared expert + its gate
+    total = (shape.layers or 0) * (attention + mlp + 2 * h) + vocab * h + h
+    return total if shape.tied_embeddings else total + vocab * h
 
 
 # ---------------------------------------------------------------- what a model is
