@@ -15,7 +15,7 @@ from backend.runs.process import run_processes
 from tui.app import WorkbenchApp
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import RunsScreen
-from tui.widgets.confirm import ConfirmModal
+from tui.widgets.dialogs import ConfirmModal
 
 
 @pytest.mark.slow
@@ -54,7 +54,7 @@ async def test_watch_a_live_run_then_stop_it_from_the_app(tiny_model: Path, isol
 
             await pilot.press("x")
             assert isinstance(pilot.app.screen, ConfirmModal)
-            await pilot.click("#confirm-ok")
+            await pilot.click("#choice-ok")
             # the stop worker returns once every process of the run is gone (SIGINT, SIGTERM, SIGKILL)
             await wait_for(pilot, lambda: any((n.title or "").startswith("Stopped") for n in pilot.app._notifications),
                            timeout=90, what="the stop to finish")

@@ -13,7 +13,7 @@ from tui.app import WorkbenchApp
 from tui.screens.compare import CompareScreen
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import KEEP_GOING, RunsScreen
-from tui.widgets.confirm import ConfirmModal
+from tui.widgets.dialogs import ConfirmModal
 from tui.widgets.metric_plots import CompareLossPlot
 
 NAMES = ("quickstart-short", "cpu-fp16-overflow", "broken-data")
@@ -103,7 +103,7 @@ async def test_delete_asks_first_and_cancel_keeps_the_run(isolated_runs: Path) -
         await pilot.press("escape")
         assert target.path.exists()
         await pilot.press("d")
-        await pilot.click("#confirm-ok")
+        await pilot.click("#choice-ok")
         await wait_for(pilot, lambda: not target.path.exists(), what="the folder to go")
         await wait_for(pilot, lambda: str(target.path) not in screen.summaries, what="the list to drop it")
         assert table.row_count == len(NAMES) - 1

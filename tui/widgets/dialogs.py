@@ -36,11 +36,33 @@ class ConfirmScreen(ModalScreen[str | None]):
                     yield Button(label, id=f"choice-{value}", variant=variant, compact=True)  # type: ignore[arg-type]
 
     def on_mount(self) -> None:
-        self.query(Button).first().focus()
+        self.query(Button).first().focus()  # the first answer (the safe one) has the focus
+
+    def answer(self, value: str) -> object:
+        """What the screen returns for the button with this value."""
+        return value
 
     @on(Button.Pressed)
     def _chosen(self, event: Button.Pressed) -> None:
-        self.dismiss((event.button.id or "").removeprefix("choice-"))
+        self.dismiss(self.answer((event.button.id or "").removeprefix("choice-")))
+
+
+class ConfirmModal(ConfirmScreen):
+    """Ask before something that cannot be undone (stop, delete): returns True for yes.
+
+    Escape or "Cancel" answers False; `y` answers yes from the keyboard."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(False)", "Cancel", id="confirm-cancel", tooltip="Close without doing it"),
+        Binding("y", "dismiss(True)", "Yes", show=False, id="confirm-yes", tooltip="Answer yes"),
+    ]
+
+    def __init__(self, title: str, body: str, yes: str, *, danger: bool = True, id: str | None = None) -> None:
+        super().__init__(title, body, [("Cancel", "no", "default"), (yes, "ok", "error" if danger else "primary")],
+                         id=id)
+
+    def answer(self, value: str) -> bool:
+        return value == "ok"
 
 
 class PathPromptScreen(ModalScreen[Path | None]):
