@@ -67,6 +67,9 @@ class MonitorScreen(Screen[None]):
         Binding("4", "show_panel('memory')", show=False, id="monitor-panel-memory", tooltip="Memory alone"),
         Binding("0", "show_panel('')", show=False, id="monitor-panel-all", tooltip="Every panel"),
         Binding("x", "stop", "Stop run", id="monitor-stop", tooltip="Stop this run (asks first)"),
+        Binding("m", "merge", "Merge", id="monitor-merge",
+                tooltip="Merge the newest LoRA checkpoint into the base model, as a new folder (asks first)"),
+        Binding("t", "chat", "Chat", id="monitor-chat", tooltip="Chat with the newest checkpoint, tokens streaming"),
     ]
 
     smoothing: reactive[bool] = reactive(True, init=False)
@@ -209,6 +212,29 @@ class MonitorScreen(Screen[None]):
         self.app.notify("\n".join(lines), title=f"Stopped {self.feed.run.run_id}")
         self.post_message(self.Changed())
 
+    @work(thread=True, group="monitor-merge", exclusive=True, exit_on_error=False, description="Merging the LoRA")
+    def _merge(self) -> None:
+        """Start `swift export --merge_lora` as a tracked job and report how it ends."""
+        from backend.jobs.job import refresh_job
+        from backend.jobs.merge import MergeRefused, start_merge
+
+        try:
+            job = start_merge(self.feed.run)
+        except MergeRefused as err:
+            self.app.notify(str(err), title="Merge refused", severity="error", timeout=10)
+            return
+        target = job.read_spec().output
+        self.app.notify(f"merging into {target} (job {job.job_id})", title="Merge started")
+        while (state := refresh_job(job)).is_active and not get_current_worker().is_cancelled:
+            time.sleep(1.0)
+        if state.status == "finished":
+            self.app.notify(f"{target}\npick it in the launch workspace, or press t to chat", title="Merged")
+        elif state.is_active:
+            return  # the screen closed; the job goes on and `workbench jobs RUN` shows it
+        else:
+            self.app.notify(f"{state.status}: {state.failure_reason or 'see the job log'}", title="Merge failed",
+                            severity="error", timeout=15)
+
     # ------------------------------------------------------------ showing
 
     @on(Changed)
@@ -350,3 +376,16 @@ class MonitorScreen(Screen[None]):
                 self._stop_run()
 
         self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"), answered)
+
+    def action_chat(self) -> None:
+        self.app.open_chat(self.feed.run.path)
+
+    def action_merge(self) -> None:
+        body = ("Runs `swift export --merge_lora true` on the newest checkpoint as a job of this run. The merged "
+                "model goes into a new folder under merged/; nothing existing is overwritten.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._merge()
+
+        self.app.push_screen(ConfirmModal("Merge the LoRA", body, "Merge", danger=False), answered)
