@@ -12,8 +12,9 @@ from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile
 from backend.runs.layout import RunFolder
 
-console = Console()
-err_console = Console(stderr=True)
+# soft wrap: a long path or command is printed on one line, so it can be copied as is
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 

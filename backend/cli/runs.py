@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.console import Console
 from rich.table import Table
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
@@ -41,7 +42,7 @@ def run(
         for problem in err.problems:
             err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    console.print(f"started run [bold]{folder.run_id}[/]\n  folder: {folder.path}", highlight=False)
+    console.print(f"started run [bold]{folder.run_id}[/]\n  folder: {folder.path}", highlight=False, soft_wrap=True)
     if detach:
         print(folder.run_id)
         return
@@ -66,7 +67,8 @@ def follow(folder: RunFolder) -> None:
                 time.sleep(0.5)
     except KeyboardInterrupt:
         console.print(f"\ndetached; the run goes on. Reattach: workbench status {folder.run_id} "
-                      f"(or open it in `workbench`), follow the log: workbench logs -f {folder.run_id}")
+                      f"(or open it in `workbench`), follow the log: workbench logs -f {folder.run_id}",
+                      highlight=False, markup=False, soft_wrap=True)
         return
     _print_ending(folder)
 
@@ -108,14 +110,20 @@ def _age(seconds: float | None) -> str:
 
 def runs() -> None:
     """List every run (running first), from any directory."""
-    table = Table("id", "profile", "status", "step", "loss", "elapsed", "age", box=None)
+    headers = ("id", "profile", "status", "step", "loss", "elapsed", "age")
+    table = Table(*headers, box=None)
+    rows = []
     for folder in list_runs():
         s = summarize(folder)
         step = f"{s.step}/{s.max_steps}" if s.step is not None else "-"
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
-        table.add_row(folder.run_id, s.state.profile_name, s.state.status, step, loss, _age(s.elapsed_seconds),
-                      _age(time.time() - s.state.created_at))
-    console.print(table)
+        rows.append((folder.run_id, s.state.profile_name, s.state.status, step, loss, _age(s.elapsed_seconds),
+                     _age(time.time() - s.state.created_at)))
+    for row in rows:
+        table.add_row(*row)
+    # never shorten a cell (the id is what every other command takes), even in a narrow terminal
+    widths = [max(len(cell) for cell in column) + 2 for column in zip(headers, *rows)]
+    Console(width=max(console.width, sum(widths))).print(table)  # console.print clamps to the terminal
 
 
 def status(
@@ -135,7 +143,8 @@ def status(
     console.print(f"run {folder.run_id}  [bold]{s.state.status}[/]  ({s.state.profile_name})", highlight=False)
     console.print(f"  folder: {folder.path}", highlight=False)
     if s.step is not None:
-        console.print(f"  step {s.step}/{s.max_steps}  loss {s.loss}  elapsed {_age(s.elapsed_seconds)}"
+        loss = f"{s.loss:.4f}" if s.loss is not None else "-"
+        console.print(f"  step {s.step}/{s.max_steps}  loss {loss}  elapsed {_age(s.elapsed_seconds)}"
                       f"  eta {_age(s.eta_seconds)}", highlight=False)
     if s.loss_scale is not None:
         console.print(f"  loss scale {s.loss_scale:g}", highlight=False)

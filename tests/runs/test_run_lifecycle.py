@@ -153,3 +153,20 @@ def test_fp32_run_says_why_there_is_no_scaler(tiny_model: Path, isolated_runs: P
     workbench("run", str(profile))
     begin = next(e for e in read_all(find_run("quickstart-test").events_path) if e["type"] == "run_begin")
     assert begin["scaler"] is None and "no loss scaling" in begin["scaler_reason"]
+
+
+def test_ctrl_c_detaches_the_cli_and_the_run_goes_on(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 100_000, "num_train_epochs": 1000.0})
+    cli = subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    run = wait_for(lambda: _latest_run(), what="run folder")
+    wait_for(first_log_at(run, 5), what="training")
+    cli.send_signal(signal.SIGINT)
+    output, _ = cli.communicate(timeout=30)
+    assert cli.returncode == 0
+    assert "detached; the run goes on" in output and f"workbench status {run.run_id}" in output
+    step = log_events(run)[-1]["step"]
+    wait_for(first_log_at(run, step + 20), what="the run to go on after the CLI left")
+    assert refresh(run).status == "running"
+    workbench("stop", run.run_id)
+    assert run_processes(run.path) == []
