@@ -98,20 +98,28 @@ class EventReader:
         return self._parse(complete)
 
     def _parse(self, block: bytes) -> list[dict[str, Any]]:
-        events = []
-        for raw in block.split(b"\n"):
-            if not raw.strip():
-                continue
-            try:
-                event = json.loads(raw)
-            except json.JSONDecodeError:
-                self.bad_lines += 1
-                continue
-            if isinstance(event, dict) and "type" in event:
-                events.append(event)
-            else:
-                self.bad_lines += 1
+        events, bad = parse_event_lines(block)
+        self.bad_lines += bad
         return events
+
+
+def parse_event_lines(block: bytes) -> tuple[list[dict[str, Any]], int]:
+    """Events of a block of complete lines, and how many lines were not events (bad JSON, no type)."""
+    events: list[dict[str, Any]] = []
+    bad = 0
+    for raw in block.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(event, dict) and "type" in event:
+            events.append(event)
+        else:
+            bad += 1
+    return events, bad
 
 
 def read_all(path: str | Path) -> list[dict[str, Any]]:

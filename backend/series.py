@@ -16,7 +16,6 @@ No Textual here: the store is plain Python + numpy and is tested on its own.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.events import parse_event_lines
 
 try:  # msgspec decodes a block of lines into typed records about 6x faster than json
     import msgspec
@@ -361,19 +361,7 @@ def _line_from_end(data: bytes, end: int, back: int) -> bytes:
 
 
 def _decode_stdlib(block: bytes) -> EventBatch:
-    events, bad = [], 0
-    for raw in block.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            event = json.loads(raw)
-        except json.JSONDecodeError:
-            bad += 1
-            continue
-        if isinstance(event, dict) and "type" in event:
-            events.append(event)
-        else:
-            bad += 1
+    events, bad = parse_event_lines(block)
     batch = EventBatch.from_events(events)
     batch.bad_lines = bad
     return batch
