@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +31,19 @@ def tiny_model(workbench_home: Path) -> Path:
 
 
 @pytest.fixture
-def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A run index and workspace of this test alone (the model cache stays shared)."""
+def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A run index and workspace of this test alone (the model cache stays shared).
+
+    Whatever the test's outcome, no run it started outlives it: a failed assertion must not leave
+    an endless training eating the machine's two cores."""
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "runs"))
-    return tmp_path / "runs"
+    yield tmp_path / "runs"
+    from backend.runs.layout import RunFolder
+    from backend.runs.process import run_processes, signal_processes
+
+    workspace = tmp_path / "runs"
+    for folder in workspace.iterdir() if workspace.is_dir() else ():
+        leftovers = run_processes(RunFolder(folder).path)
+        if leftovers:
+            signal_processes(leftovers, signal.SIGKILL)

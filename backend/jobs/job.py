@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from backend.profile import write_text_atomic
+from backend.runs.layout import StateFolder
 from backend.runs.process import is_alive, start_detached
 
 JobKind = Literal["merge", "infer"]
@@ -87,48 +88,20 @@ class JobProgress:
     label: str
 
 
-class JobFolder:
+class JobFolder(StateFolder[JobState]):
     """Paths and small reads/writes of one job folder."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path).resolve()
-
-    def __repr__(self) -> str:
-        return f"JobFolder({str(self.path)!r})"
+    state_model = JobState
 
     @property
     def job_id(self) -> str:
         return self.path.name
-
-    command_path = property(lambda self: self.path / "command.json")
-    state_path = property(lambda self: self.path / "state.json")
-    log_path = property(lambda self: self.path / "output.log")
 
     def exists(self) -> bool:
         return self.state_path.is_file() and self.command_path.is_file()
 
     def read_spec(self) -> JobSpec:
         return JobSpec.model_validate_json(self.command_path.read_text(encoding="utf-8"))
-
-    def read_state(self) -> JobState:
-        return JobState.model_validate_json(self.state_path.read_text(encoding="utf-8"))
-
-    def write_state(self, state: JobState) -> None:
-        write_text_atomic(self.state_path, state.model_dump_json(indent=2))
-
-    def update_state(self, **changes: Any) -> JobState:
-        state = self.read_state().model_copy(update=changes)
-        self.write_state(state)
-        return state
-
-    def log_tail(self, max_bytes: int = 16_384) -> str:
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - max_bytes))
-                return handle.read().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
 
     def progress(self) -> JobProgress:
         state = self.read_state()

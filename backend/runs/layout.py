@@ -22,7 +22,7 @@ import socket
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -77,23 +77,59 @@ class RunState(BaseModel):
         return self.status in ACTIVE_STATUSES
 
 
-class RunFolder:
-    """Paths and small reads/writes of one run folder."""
+StateT = TypeVar("StateT", bound=BaseModel)
+
+
+class StateFolder(Generic[StateT]):
+    """What run and job folders share: `command.json`, `output.log` written by the process itself,
+    and a `state.json` (a pydantic model) replaced atomically and updated under a lock."""
+
+    state_model: type[StateT]
 
     def __init__(self, path: str | Path):
         self.path = Path(path).resolve()
 
     def __repr__(self) -> str:
-        return f"RunFolder({str(self.path)!r})"
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+    command_path = property(lambda self: self.path / "command.json")
+    state_path = property(lambda self: self.path / "state.json")
+    log_path = property(lambda self: self.path / "output.log")
+
+    def read_state(self) -> StateT:
+        return self.state_model.model_validate_json(self.state_path.read_text(encoding="utf-8"))
+
+    def write_state(self, state: StateT) -> None:
+        write_text_atomic(self.state_path, state.model_dump_json(indent=2))
+
+    def update_state(self, **changes: Any) -> StateT:
+        """Read-modify-write under a lock: the supervisor and a `stop` may update at once."""
+        with open(self.path / ".state.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.read_state().model_copy(update=changes)
+            self.write_state(state)
+        return state
+
+    def log_tail(self, max_bytes: int = 16_384) -> str:
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - max_bytes))
+                return handle.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class RunFolder(StateFolder[RunState]):
+    """Paths and small reads/writes of one run folder."""
+
+    state_model = RunState
 
     @property
     def run_id(self) -> str:
         return self.path.name
 
     profile_path = property(lambda self: self.path / "profile.toml")
-    command_path = property(lambda self: self.path / "command.json")
-    state_path = property(lambda self: self.path / "state.json")
-    log_path = property(lambda self: self.path / "output.log")
     events_path = property(lambda self: self.path / EVENTS_FILE_NAME)
     forecast_path = property(lambda self: self.path / "forecast.json")
     jobs_dir = property(lambda self: self.path / "jobs")
@@ -105,20 +141,6 @@ class RunFolder:
 
     def exists(self) -> bool:
         return self.state_path.is_file()
-
-    def read_state(self) -> RunState:
-        return RunState.model_validate_json(self.state_path.read_text(encoding="utf-8"))
-
-    def write_state(self, state: RunState) -> None:
-        write_text_atomic(self.state_path, state.model_dump_json(indent=2))
-
-    def update_state(self, **changes: Any) -> RunState:
-        """Read-modify-write under a lock: the supervisor and a `stop` may update at once."""
-        with open(self.path / ".state.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = self.read_state().model_copy(update=changes)
-            self.write_state(state)
-        return state
 
     def read_command(self) -> dict[str, Any]:
         try:
@@ -136,13 +158,3 @@ class RunFolder:
             return []
         found = [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"checkpoint-\d+", p.name)]
         return sorted(found, key=lambda p: int(p.name.split("-")[1]))
-
-    def log_tail(self, max_bytes: int = 16_384) -> str:
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - max_bytes))
-                return handle.read().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""

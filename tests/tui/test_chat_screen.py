@@ -110,21 +110,26 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
         # the random-init base model usually rambles to max tokens, but sampling can hit its end
         # token early: ask again (at most 3 times) until an answer is still being written
         for _attempt in range(3):
+            await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be idle")
             chunks_before = len(worker_events(messages, base, Chunk))
             done_before = len(worker_events(messages, base, Done))
             await send(pilot, "tell me a long story")
+            await until(pilot, lambda: screen.query_one("#prompt", Input).value == "", "the prompt to be taken",
+                        timeout=20)
             # a first sampled end token gives an answer with no chunk at all: wait for either
             await until(pilot, lambda: len(worker_events(messages, base, Chunk)) > chunks_before
                         or len(worker_events(messages, base, Done)) > done_before, "the base model to answer")
-            running = [pane for pane in (tuned, base) if pane.busy]
-            if running:
+            # the fine-tuned model's answer is short and may end by itself any moment: Esc is checked
+            # on the base model's, which is still early in a 1000-token ramble
+            if base.busy and len(worker_events(messages, base, Chunk)) - chunks_before < 200:
                 break
-        assert running, "every answer ended before Esc, three times"
+        else:
+            raise AssertionError("the base model's answer ended early three times")
         await pilot.press("escape")
         await until(pilot, lambda: not tuned.busy and not base.busy, "the answers to stop")
-        for pane in running:
-            assert worker_events(messages, pane, Done)[-1].finish_reason == "stopped"
-            assert text_of(pane.query(".bubble.answer").last()).endswith("[stopped]")
+        assert worker_events(messages, base, Done)[-1].finish_reason == "stopped"
+        assert text_of(base.query(".bubble.answer").last()).endswith("[stopped]")
+        assert worker_events(messages, tuned, Done)[-1].finish_reason in ("stop", "length", "stopped")
 
         # a crashed worker: a clear message, then ctrl+r brings it back with the conversation kept
         os.kill(tuned.client.pid, signal.SIGKILL)
