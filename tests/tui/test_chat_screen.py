@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input, LoadingIndicator, Static
 
-from backend.jobs.chat import Chunk, Done, printable
+from backend.jobs.chat import Chunk, Done, Failed, printable
 from backend.runs.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart, wait_gone
 from tui.app import WorkbenchApp
@@ -111,14 +111,20 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
         # token early: ask again (at most 3 times) until an answer is still being written
         for _attempt in range(3):
             await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be idle")
+            # start over each time: a kept 1000-token ramble would push the next prompt past the
+            # tiny model's 1024-token context
+            await pilot.press("ctrl+n")
             chunks_before = len(worker_events(messages, base, Chunk))
             done_before = len(worker_events(messages, base, Done))
+            failed_before = len(worker_events(messages, base, Failed))
             await send(pilot, "tell me a long story")
             await until(pilot, lambda: screen.query_one("#prompt", Input).value == "", "the prompt to be taken",
                         timeout=20)
             # a first sampled end token gives an answer with no chunk at all: wait for either
             await until(pilot, lambda: len(worker_events(messages, base, Chunk)) > chunks_before
-                        or len(worker_events(messages, base, Done)) > done_before, "the base model to answer")
+                        or len(worker_events(messages, base, Done)) > done_before
+                        or len(worker_events(messages, base, Failed)) > failed_before, "the base model to answer")
+            assert len(worker_events(messages, base, Failed)) == failed_before, "the base model failed to answer"
             # the fine-tuned model's answer is short and may end by itself any moment: Esc is checked
             # on the base model's, which is still early in a 1000-token ramble
             if base.busy and len(worker_events(messages, base, Chunk)) - chunks_before < 200:
