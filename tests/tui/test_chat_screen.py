@@ -105,11 +105,11 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
 
         # stop: Esc ends the answers being written
-        screen.query_one("#temperature", Input).value = "1"
+        # greedy decoding of the random-init base model rambles until the context is full (~976 tokens,
+        # measured): its answer is still being written when Esc comes. The loop guards the rest.
+        screen.query_one("#temperature", Input).value = "0"
         screen.query_one("#max-tokens", Input).value = "1000"
-        # the random-init base model usually rambles to max tokens, but sampling can hit its end
-        # token early: ask again (at most 3 times) until an answer is still being written
-        for _attempt in range(3):
+        for attempt in range(5):
             await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be idle")
             # start over each time: a kept 1000-token ramble would push the next prompt past the
             # tiny model's 1024-token context
@@ -117,7 +117,8 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             chunks_before = len(worker_events(messages, base, Chunk))
             done_before = len(worker_events(messages, base, Done))
             failed_before = len(worker_events(messages, base, Failed))
-            await send(pilot, "tell me a long story")
+            # sampling may follow the same path for the same conversation: each try asks differently
+            await send(pilot, f"tell me a long story, take {attempt}")
             await until(pilot, lambda: screen.query_one("#prompt", Input).value == "", "the prompt to be taken",
                         timeout=20)
             # a first sampled end token gives an answer with no chunk at all: wait for either
@@ -127,10 +128,10 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             assert len(worker_events(messages, base, Failed)) == failed_before, "the base model failed to answer"
             # the fine-tuned model's answer is short and may end by itself any moment: Esc is checked
             # on the base model's, which is still early in a 1000-token ramble
-            if base.busy and len(worker_events(messages, base, Chunk)) - chunks_before < 200:
+            if base.busy and len(worker_events(messages, base, Chunk)) - chunks_before < 600:
                 break
         else:
-            raise AssertionError("the base model's answer ended early three times")
+            raise AssertionError("the base model's answer ended early five times")
         await pilot.press("escape")
         await until(pilot, lambda: not tuned.busy and not base.busy, "the answers to stop")
         assert worker_events(messages, base, Done)[-1].finish_reason == "stopped"
