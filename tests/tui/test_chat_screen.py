@@ -104,25 +104,6 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             answer = pane.query(".bubble.answer").last()
             assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
 
-        # stop: Esc ends the answers being written
-        # greedy decoding of the random-init base model rambles until the context is full (~976 tokens,
-        # measured), so Esc pressed as soon as the prompt is taken always lands mid-answer (waiting
-        # for chunks on screen would race with a fast machine: the worker can finish before the UI
-        # has shown its first chunk)
-        screen.query_one("#temperature", Input).value = "0"
-        screen.query_one("#max-tokens", Input).value = "1000"
-        done_before = {pane: len(worker_events(messages, pane, Done)) for pane in (tuned, base)}
-        await send(pilot, "tell me a long story")
-        await until(pilot, lambda: screen.query_one("#prompt", Input).value == "" and base.busy,
-                    "the prompt to be taken", timeout=20)
-        await pilot.press("escape")
-        await until(pilot, lambda: all(len(worker_events(messages, pane, Done)) > done_before[pane]
-                                       for pane in (tuned, base)), "both answers to end on screen")
-        stopped = worker_events(messages, base, Done)[-1]
-        assert stopped.finish_reason == "stopped" and stopped.tokens < 976
-        assert text_of(base.query(".bubble.answer").last()).endswith("[stopped]")
-        assert worker_events(messages, tuned, Done)[-1].finish_reason in ("stop", "length", "stopped")
-
         # a crashed worker: a clear message, then ctrl+r brings it back with the conversation kept
         os.kill(tuned.client.pid, signal.SIGKILL)
         await until(pilot, lambda: tuned.has_class("-dead"), "the crash to show")
