@@ -28,24 +28,33 @@ def _hardware(name: str) -> HardwareInfo:
     return CPU_BOX if name in CPU_PROFILES else gpu_box(count=4)
 
 
-def _normalise(text: str, run_dir: Path) -> str:
-    """Replace machine-specific paths so goldens hold on any checkout."""
-    for real, token in ((str(run_dir), "{RUN}"), (str(cache_dir()), "{CACHE}"), (str(REPO_DIR), "{REPO}"),
-                        (sys.executable, "{PYTHON}")):
+def _normalise(text: str, run_dir: Path, python: str = sys.executable) -> str:
+    """Replace machine-specific paths so goldens hold on any checkout and any virtual environment.
+
+    The interpreter goes first: it usually lies inside the repository (`.venv/bin/python3`), and
+    replacing the repository first would leave `{REPO}/.venv/bin/python3` in the golden, which
+    breaks with any other venv. Longer paths go before the paths they contain."""
+    replacements = ((python, "{PYTHON}"), (str(run_dir), "{RUN}"), (str(cache_dir()), "{CACHE}"),
+                    (str(REPO_DIR), "{REPO}"))
+    for real, token in replacements:
         text = text.replace(real, token)
     return text
+
+
+def _rendered(plan, run_dir: Path, python: str = sys.executable) -> str:  # noqa: ANN001
+    return _normalise(
+        "# argv\n" + "\n".join(plan.argv) + "\n# env\n" + json.dumps(plan.env, indent=1, sort_keys=True)
+        + "\n# accelerate config\n" + plan.accelerate_yaml()
+        + ("# deepspeed\n" + json.dumps(plan.deepspeed_config, indent=1) + "\n" if plan.deepspeed_config else ""),
+        run_dir, python,
+    )
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_golden_argv_and_accelerate_config(name: str, tmp_path: Path) -> None:
     profile = load_profile(SHIPPED_PROFILES_DIR / f"{name}.toml")
     plan = build_launch(profile, tmp_path / "run", _hardware(name), base_dir=SHIPPED_PROFILES_DIR)
-    rendered = _normalise(
-        "# argv\n" + "\n".join(plan.argv) + "\n# env\n" + json.dumps(plan.env, indent=1, sort_keys=True)
-        + "\n# accelerate config\n" + plan.accelerate_yaml()
-        + ("# deepspeed\n" + json.dumps(plan.deepspeed_config, indent=1) + "\n" if plan.deepspeed_config else ""),
-        tmp_path / "run",
-    )
+    rendered = _rendered(plan, tmp_path / "run")
     golden = GOLDEN_DIR / f"{name}.txt"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(rendered)
@@ -54,6 +63,17 @@ def test_golden_argv_and_accelerate_config(name: str, tmp_path: Path) -> None:
     loaded = load_config_from_file(str(plan.accelerate_config_path))  # accelerate's own loader
     assert loaded.num_processes == profile.distribution.world_size
     assert str(loaded.distributed_type).endswith(plan.accelerate_config["distributed_type"])
+
+
+def test_goldens_hold_with_an_interpreter_of_another_virtual_environment(tmp_path: Path) -> None:
+    """A golden names the interpreter `{PYTHON}`, never a path inside this checkout's `.venv`."""
+    for golden in GOLDEN_DIR.glob("*.txt"):
+        assert ".venv" not in golden.read_text() and golden.read_text().splitlines()[1] == "{PYTHON}", golden.name
+    elsewhere = "/opt/venvs/workbench-elsewhere/bin/python3.12"
+    for python in (elsewhere, str(REPO_DIR / ".venv" / "bin" / "python3")):
+        plan = build_launch(load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml"), tmp_path / "run", CPU_BOX,
+                            base_dir=SHIPPED_PROFILES_DIR, python=python)
+        assert _rendered(plan, tmp_path / "run", python) == (GOLDEN_DIR / "quickstart.txt").read_text(), python
 
 
 def test_every_path_is_absolute_and_swift_4_flags_are_used(tmp_path: Path) -> None:
