@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
 from backend.events import EventReader
@@ -18,7 +19,9 @@ from backend.runs import index
 from backend.runs.layout import RunFolder
 from backend.runs.manager import (
     LaunchRefused,
+    RunNotFound,
     delete_run,
+    find_run,
     list_runs,
     refresh,
     resume_run,
@@ -26,6 +29,7 @@ from backend.runs.manager import (
     stop_run,
     summarize,
 )
+from backend.safe_text import visible
 
 
 
@@ -74,29 +78,34 @@ def follow(folder: RunFolder) -> None:
 
 
 def _show_event(progress: Progress, task: int, event: dict) -> None:
+    """One event on the progress line; a wrong-typed field is skipped, never fatal."""
     if event.get("rank", 0) != 0:
         return
-    if event["type"] == "run_begin":
-        progress.update(task, description="training", total=event.get("max_steps") or None,
-                        completed=event.get("start_step", 0))
-    elif event["type"] == "log":
-        metrics = f"loss {event['loss']:.4f}" if event.get("loss") is not None else ""
-        if event.get("loss_scale") is not None:
-            metrics += f"  scale {event['loss_scale']:g}  overflows {event.get('overflow_count', 0)}"
-        progress.update(task, completed=event["step"], total=event.get("max_steps"), metrics=metrics)
-    elif event["type"] == "run_end":
-        progress.update(task, completed=event["step"])
+    step = event.get("step") if isinstance(event.get("step"), int) else None
+    max_steps = event.get("max_steps") if isinstance(event.get("max_steps"), int) else None
+    if event.get("type") == "run_begin":
+        start = event.get("start_step") if isinstance(event.get("start_step"), int) else 0
+        progress.update(task, description="training", total=max_steps or None, completed=start)
+    elif event.get("type") == "log" and step is not None:
+        loss, scale = event.get("loss"), event.get("loss_scale")
+        metrics = f"loss {loss:.4f}" if isinstance(loss, (int, float)) else ""
+        if isinstance(scale, (int, float)):
+            metrics += f"  scale {scale:g}  overflows {event.get('overflow_count', 0)}"
+        progress.update(task, completed=step, total=max_steps, metrics=metrics)
+    elif event.get("type") == "run_end" and step is not None:
+        progress.update(task, completed=step)
 
 
 def _print_ending(folder: RunFolder) -> None:
     state = folder.read_state()
     colour = {"finished": "green", "stopped": "yellow"}.get(state.status, "red")
-    console.print(f"run {folder.run_id}: [{colour}]{state.status}[/]", highlight=False)
+    console.print(Text.assemble(f"run {visible(folder.run_id)}: ", (state.status, colour)), highlight=False)
     if state.failure_reason:
-        console.print(f"  reason: {state.failure_reason}", highlight=False, markup=False)
-    checkpoints = folder.checkpoints()
+        console.print(f"  reason: {visible(state.failure_reason)}", highlight=False, markup=False)
+    checkpoints = folder.complete_checkpoints()
     if checkpoints:
-        console.print(f"  last checkpoint: {checkpoints[-1]}", highlight=False, soft_wrap=True)
+        console.print(f"  last complete checkpoint: {visible(checkpoints[-1])}", highlight=False, markup=False,
+                      soft_wrap=True)
     if state.status == "failed":
         raise typer.Exit(1)
 
@@ -113,17 +122,27 @@ def runs() -> None:
     headers = ("id", "profile", "status", "step", "loss", "elapsed", "age")
     table = Table(*headers, box=None)
     rows = []
+    notes = []
     for folder in list_runs():
         s = summarize(folder)
         step = f"{s.step}/{s.max_steps}" if s.step is not None else "-"
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
-        rows.append((folder.run_id, s.state.profile_name, s.state.status, step, loss, _age(s.elapsed_seconds),
-                     _age(time.time() - s.state.created_at)))
+        where = s.state.elsewhere() if s.state.status != "damaged" else None
+        status_cell = f"{s.state.status} @{s.state.host}" if where and s.state.is_active else s.state.status
+        # text from files is shown as plain text: escapes visible, never markup
+        rows.append((visible(folder.run_id), visible(s.state.profile_name, 80), status_cell, step, loss,
+                     _age(s.elapsed_seconds), _age(time.time() - s.state.created_at)))
+        if s.state.status in ("damaged", "unknown") or (s.state.failure_reason or "").startswith("damaged"):
+            notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     # never shorten a cell (the id is what every other command takes), even in a narrow terminal
     widths = [max(len(cell) for cell in column) + 2 for column in zip(headers, *rows)]
     Console(width=max(console.width, sum(widths))).print(table)  # console.print clamps to the terminal
+    for note in notes:
+        console.print(f"  {note}", highlight=False, markup=False, soft_wrap=True)
+    for problem in index.index_problems():
+        err_console.print(visible(problem), highlight=False, markup=False, soft_wrap=True)
 
 
 def status(
@@ -135,13 +154,20 @@ def status(
     s = summarize(folder)
     from backend.runs.memory_report import memory_comparison
 
-    memory = memory_comparison(folder)
+    try:
+        memory = memory_comparison(folder)
+    except (OSError, ValueError, TypeError, KeyError) as err:  # a damaged forecast.json or events line
+        memory = {"lines": [f"memory: not shown ({visible(type(err).__name__)}: {visible(err, 200)})"]}
     if as_json:
         print(json.dumps({"state": s.state.model_dump(), "step": s.step, "max_steps": s.max_steps, "loss": s.loss,
                           "loss_scale": s.loss_scale, "memory": memory}, indent=2))
         return
-    console.print(f"run {folder.run_id}  [bold]{s.state.status}[/]  ({s.state.profile_name})", highlight=False)
-    console.print(f"  folder: {folder.path}", highlight=False)
+    console.print(Text.assemble(f"run {visible(folder.run_id)}  ", (s.state.status, "bold"),
+                                f"  ({visible(s.state.profile_name, 200)})"), highlight=False)
+    console.print(f"  folder: {visible(folder.path)}", highlight=False, markup=False)
+    where = s.state.elsewhere() if s.state.status != "damaged" else None
+    if where:
+        console.print(f"  host: {visible(s.state.host)} ({visible(where)})", highlight=False, markup=False)
     if s.step is not None:
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
         console.print(f"  step {s.step}/{s.max_steps}  loss {loss}  elapsed {_age(s.elapsed_seconds)}"
@@ -149,7 +175,7 @@ def status(
     if s.loss_scale is not None:
         console.print(f"  loss scale {s.loss_scale:g}", highlight=False)
     if s.state.failure_reason:
-        console.print(f"  reason: {s.state.failure_reason}", highlight=False, markup=False)
+        console.print(f"  reason: {visible(s.state.failure_reason)}", highlight=False, markup=False)
     for line in memory["lines"]:
         console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
@@ -183,9 +209,9 @@ def logs(
 def stop(run_ref: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
     """Stop a run: SIGINT to all its processes, then SIGTERM, then SIGKILL."""
     folder = find_run_or_exit(run_ref)
-    for line in stop_run(folder, report=lambda text: err_console.print(text, highlight=False)):
-        console.print(line, highlight=False)
-    console.print(f"run {folder.run_id}: {folder.read_state().status}", highlight=False)
+    for line in stop_run(folder, report=lambda text: err_console.print(text, highlight=False, markup=False)):
+        console.print(visible(line), highlight=False, markup=False)
+    console.print(f"run {visible(folder.run_id)}: {refresh(folder).status}", highlight=False, markup=False)
 
 
 def resume(
@@ -197,9 +223,10 @@ def resume(
     try:
         resume_run(folder)
     except ValueError as err:
-        fail(str(err))
+        fail(visible(err))
     state = folder.read_state()
-    console.print(f"resumed run {folder.run_id} from {state.resumed_from}", highlight=False)
+    console.print(f"resumed run {visible(folder.run_id)} from {visible(state.resumed_from)}", highlight=False,
+                  markup=False)
     if not detach:
         follow(folder)
 
@@ -207,25 +234,33 @@ def resume(
 def attach(folder: Annotated[Path, typer.Argument(help="An existing run folder (e.g. made by a SLURM job).")]) -> None:
     """Register an existing run folder so the workbench lists and monitors it."""
     run_folder = RunFolder(folder)
-    if not run_folder.exists():
-        fail(f"{folder} is not a run folder (no state.json)")
+    problem = run_folder.identity_problem()
+    if problem:
+        fail(visible(problem))
     index.register(run_folder.path)
-    console.print(f"attached {run_folder.run_id}: {refresh(run_folder).status}", highlight=False)
+    console.print(f"attached {visible(run_folder.run_id)}: {refresh(run_folder).status}", highlight=False,
+                  markup=False)
 
 
 def delete(
     run_ref: Annotated[str, typer.Argument(metavar="RUN")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
-    """Delete a finished, failed or stopped run folder (never a running one)."""
-    folder = find_run_or_exit(run_ref)
-    if not yes and not typer.confirm(f"delete {folder.path} and its checkpoints?"):
+    """Delete a finished, failed, stopped or damaged run folder (never a running one, never a folder
+    that is not a run). RUN is the full id, a unique start of it, or the run folder."""
+    try:
+        folder = find_run(run_ref, strict=True)
+    except RunNotFound as err:
+        fail(visible(err))
+    state = refresh(folder)
+    what = f"damaged run {folder.path} ({state.failure_reason})" if state.status == "damaged" else str(folder.path)
+    if not yes and not typer.confirm(visible(f"delete {what} and its checkpoints?")):
         raise typer.Exit(1)
     try:
         delete_run(folder)
     except ValueError as err:
-        fail(str(err))
-    console.print(f"deleted {folder.run_id}", highlight=False)
+        fail(visible(err))
+    console.print(f"deleted {visible(folder.run_id)}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

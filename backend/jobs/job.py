@@ -12,7 +12,6 @@ substrings such as swift's "Saving merged weights...").
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import signal
@@ -27,12 +26,11 @@ from pydantic import BaseModel, Field
 
 from backend.profile import write_text_atomic
 from backend.runs.layout import StateFolder
-from backend.runs.process import is_alive, start_detached
+from backend.runs.process import JOB_MARKER_ENV, ProcessFields, current_boot_id, job_marker, start_detached, terminate
 
 JobKind = Literal["merge", "infer"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
-JOB_MARKER_ENV = "WORKBENCH_JOB_DIR"
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
 
 
@@ -56,12 +54,12 @@ class JobSpec(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class JobState(BaseModel):
+class JobState(ProcessFields):
     job_id: str
     kind: JobKind
     status: JobStatus = "starting"
-    supervisor_pid: int | None = None
     child_pid: int | None = None
+    child_started: float | None = None
     created_at: float = Field(default_factory=time.time)
     started_at: float | None = None
     ended_at: float | None = None
@@ -135,7 +133,7 @@ def create_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobF
     folder.mkdir(parents=True, exist_ok=job_id is not None)
     job = JobFolder(folder)
     write_text_atomic(job.command_path, spec.model_dump_json(indent=2))
-    job.write_state(JobState(job_id=job.job_id, kind=spec.kind))
+    job.write_state(JobState(job_id=job.job_id, kind=spec.kind, boot_id=current_boot_id()))
     return job
 
 
@@ -144,19 +142,23 @@ def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFo
     job = create_job(jobs_dir, spec, job_id)
     argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
     env = {JOB_MARKER_ENV: str(job.path), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    pid = start_detached(argv, env, Path(spec.cwd), job.log_path)
-    job.update_state(supervisor_pid=pid, started_at=time.time())
+    pid, started = start_detached(argv, env, Path(spec.cwd), job.log_path)
+    job.update_state(supervisor_pid=pid, supervisor_started=started, started_at=time.time())
     return job
 
 
 def refresh_job(job: JobFolder) -> JobState:
-    """The job's state, reconciled: a job whose supervisor vanished without a final status failed."""
+    """The job's state, reconciled: a job whose supervisor vanished without a final status failed.
+    Its supervisor counts as alive only when proven (pid + start time + the job's marker)."""
     state = job.read_state()
-    if not state.is_active or is_alive(state.supervisor_pid) or state.supervisor_pid is None:
+    if not state.is_active or state.supervisor_pid is None or state.on_other_host():
+        return state
+    marker = job_marker(job.path)
+    if not state.before_reboot() and marker.owns(state.supervisor_pid, state.supervisor_started):
         return state
     time.sleep(0.05)  # the supervisor may be writing its final state this instant
     state = job.read_state()
-    if not state.is_active:
+    if not state.is_active or marker.processes():
         return state
     from backend.jobs.supervise import discard  # the kind's clean-up (e.g. a half-written merge)
 
@@ -177,16 +179,15 @@ def list_jobs(jobs_dir: Path, kind: JobKind | None = None) -> list[JobFolder]:
 
 
 def stop_job(job: JobFolder) -> JobState:
-    """Ask the job to stop: SIGTERM to its process group (the supervisor is the group leader)."""
-    state = refresh_job(job)
-    if not state.is_active:
-        return state
-    job.update_state(stop_requested=True)
-    if state.supervisor_pid:
-        try:
-            os.killpg(state.supervisor_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    """Ask the job to stop: SIGTERM to its processes (those carrying the job's marker; the supervisor
+    passes it on and cleans up), SIGKILL to any left after the grace time. A job recorded on another
+    host is not signalled from here."""
+    with job.control("stop"):
+        state = refresh_job(job)
+        if not state.is_active or state.elsewhere():
+            return state
+        job.update_state(stop_requested=True)
+        terminate(job_marker(job.path), grace_seconds=20.0, phases=(signal.SIGTERM, signal.SIGKILL))
     return wait_job(job, timeout=20)
 
 

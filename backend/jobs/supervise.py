@@ -20,6 +20,7 @@ from pathlib import Path
 
 from backend.jobs.job import JobFolder, JobSpec
 from backend.runs.diagnose import describe_exit
+from backend.runs.process import current_boot_id, start_time_of, this_host
 
 
 def _finishers() -> dict[str, tuple[Callable[[JobSpec], str], Callable[[JobSpec], None]]]:
@@ -39,6 +40,8 @@ def discard(spec: JobSpec) -> None:
 
 def supervise(job: JobFolder) -> int:
     spec = job.read_spec()
+    job.update_state(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
+                     supervisor_started=start_time_of(os.getpid()))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child: subprocess.Popen[bytes] | None = None
@@ -56,7 +59,7 @@ def supervise(job: JobFolder) -> int:
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     if stopping.is_set() and child.poll() is None:  # the signal came while the child was being started
         child.terminate()
-    job.update_state(status="running", child_pid=child.pid)
+    job.update_state(status="running", child_pid=child.pid, child_started=start_time_of(child.pid))
     return _record(job, spec, child.wait(), stopping.is_set())
 
 

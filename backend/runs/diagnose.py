@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Diagnosis:
-    kind: str  # oom | host_oom | nan | ddp_reentrant | port_in_use | signal | exception
+    kind: str  # oom | disk_full | nan | ddp_reentrant | port_in_use | bad_argument | hub | nccl | cuda | signal | exception
     line: str  # the log line that shows it
     summary: str  # one line for the user
     suggestion: str
+    line_number: int | None = None  # 1-based, in the text given (or the log file, with first_line)
 
 
 @dataclass(frozen=True)
@@ -42,16 +43,38 @@ PATTERNS = [
     _Pattern("port_in_use", re.compile(r"Address already in use|EADDRINUSE"),
              "the rendezvous port is taken",
              "Choose another distribution.main_process_port, or stop the run that holds it."),
+    _Pattern("disk_full", re.compile(r"No space left on device|ENOSPC|Disk quota exceeded"),
+             "the disk is full",
+             "Free space where the run writes (its folder and output_dir), or lower save_total_limit."),
+    _Pattern("bad_argument", re.compile(r"^[\w.-]+: error: .*|error: (?:argument |unrecognized arguments)"),
+             "swift rejected an argument",
+             "Check the value named in the line against `workbench schema --swift`; a value starting with "
+             "'-' is read as a flag."),
+    _Pattern("hub", re.compile(r"ReadTimeout|ConnectTimeout|Max retries exceeded|Temporary failure in name "
+                               r"resolution|LocalEntryNotFoundError|couldn't connect to '?https?://"),
+             "the model hub could not be reached",
+             "Use a model and dataset already on disk (local folder or cache), or set HF_ENDPOINT / "
+             "HF_HUB_OFFLINE=1 as your site needs."),
+    _Pattern("nccl", re.compile(r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|NCCL timeout"),
+             "NCCL (the GPUs' communication) failed",
+             "Run with NCCL_DEBUG=INFO; check that every GPU is visible and the network interface "
+             "(NCCL_SOCKET_IFNAME) is right."),
+    _Pattern("cuda", re.compile(r"CUDA error: .*|CUDA driver version is insufficient"),
+             "a CUDA error",
+             "Rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing operation; check the driver with nvidia-smi."),
     _Pattern("signal", re.compile(r"died with <Signals\.(SIG\w+)|exitcode\s*:\s*-(\d+)|Signal (\d+) \((SIG\w+)\)"),
              "a training process was killed by a signal",
              "If nobody stopped it, SIGKILL usually means the kernel's OOM killer: host RAM ran out "
              "(lower batch size, dataloader_num_workers, or turn off cpu offload)."),
 ]
 EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*$")
+# exceptions that only wrap the real one, raised by launchers around a failed child
+WRAPPER_EXCEPTIONS = re.compile(r"CalledProcessError|ChildFailedError|SystemExit")
 
 
-def diagnose_log(text: str) -> list[Diagnosis]:
-    """Every recognised problem in a log text, in the order they appear (last one wins)."""
+def diagnose_log(text: str, first_line: int = 1) -> list[Diagnosis]:
+    """Every recognised problem in a log text, in the order they appear (last one wins).
+    `first_line` is the number of the text's first line in the log file."""
     found: list[tuple[int, Diagnosis]] = []
     lines = text.splitlines()
     for number, line in enumerate(lines):
@@ -59,14 +82,17 @@ def diagnose_log(text: str) -> list[Diagnosis]:
             match = pattern.regex.search(line)
             if match:
                 found.append((number, Diagnosis(pattern.kind, _excerpt(line, match.start(), match.end()),
-                                                pattern.summary, pattern.suggestion)))
+                                                pattern.summary, pattern.suggestion, first_line + number)))
                 break
     if "Traceback (most recent call last)" in text:
-        last = next((ln for ln in reversed(lines) if EXCEPTION_LINE.match(ln)), None)
-        if last:
+        exceptions = [n for n, ln in enumerate(lines) if EXCEPTION_LINE.match(ln)]
+        real = [n for n in exceptions if not WRAPPER_EXCEPTIONS.search(lines[n])]
+        chosen = (real or exceptions)[-1:]
+        for number in chosen:
+            last = lines[number]
             line = _excerpt(last, 0, len(last.split(":")[0]) + 1)
-            found.append((lines.index(last), Diagnosis("exception", line, line,
-                                                       "Read the traceback above this line in the log.")))
+            found.append((number, Diagnosis("exception", line, line, "Read the traceback above this line in the log.",
+                                            first_line + number)))
     found.sort(key=lambda item: item[0])
     return [diagnosis for _, diagnosis in found]
 
@@ -89,27 +115,33 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def describe_exit(code: int, log_tail: str, stop_requested: bool) -> tuple[str, str | None, str | None]:
-    """(status, failure reason, signal name) for a launcher that exited with `code`."""
+def _where(diagnosis: Diagnosis, log_name: str) -> str:
+    return f" ({log_name} line {diagnosis.line_number})" if diagnosis.line_number else ""
+
+
+def describe_exit(code: int, log_tail: str, stop_requested: bool, first_line: int = 1,
+                  log_name: str = "output.log") -> tuple[str, str | None, str | None]:
+    """(status, failure reason, signal name) for a launcher that exited with `code`.
+    The reason is the real error line of the log (with its line number), not a launcher's wrapper."""
     if stop_requested:
         return "stopped", None, _signal_name(-code) if code < 0 else None
     if code == 0:
         return "finished", None, None
     sig = _signal_name(-code) if code < 0 else None
-    diagnoses = diagnose_log(log_tail)
+    diagnoses = diagnose_log(log_tail, first_line)
     signalled = next((d for d in reversed(diagnoses) if d.kind == "signal"), None)
     if sig is None and signalled is not None:
-        match = PATTERNS[-1].regex.search(signalled.line)
+        match = next(p for p in PATTERNS if p.kind == "signal").regex.search(signalled.line)
         if match:
             name = match.group(1) or match.group(4)
             sig = name or _signal_name(int(match.group(2) or match.group(3)))
     specific = next((d for d in reversed(diagnoses) if d.kind not in ("signal", "exception")), None)
     if specific is not None:
-        return "failed", f"{specific.summary}: {specific.line}", sig
+        return "failed", f"{specific.summary}: {specific.line}{_where(specific, log_name)}", sig
     if sig is not None:
         hint = " (nobody asked it to stop: often the kernel's OOM killer)" if sig == "SIGKILL" else ""
         return "failed", f"killed by {sig}{hint}", sig
     exception = next((d for d in reversed(diagnoses) if d.kind == "exception"), None)
     if exception is not None:
-        return "failed", exception.line, None
+        return "failed", f"{exception.line}{_where(exception, log_name)}", None
     return "failed", f"exited with code {code}", None

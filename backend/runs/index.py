@@ -2,7 +2,8 @@
 
 One JSON line per registered folder in `<data dir>/runs.jsonl`, appended with a single
 write (safe for concurrent launchers). Folders under the workspace are found by a scan
-too, so a lost index line never hides a run.
+too, so a lost index line never hides a run. A damaged line (not JSON, not UTF-8, no path)
+is skipped and reported by `index_problems`, never fatal; the scans are bounded.
 """
 
 from __future__ import annotations
@@ -30,21 +31,71 @@ def register(folder: Path) -> None:
         os.close(fd)
 
 
+MAX_INDEX_BYTES = 64 * 2**20  # about 300,000 runs; beyond that the rest is not read (and said so)
+MAX_WORKSPACE_ENTRIES = 100_000
+MAX_PATH_CHARS = 4096
+
+
+def _indexed() -> tuple[list[Path], list[str]]:
+    """Folders named by the index, and one line per damaged index line."""
+    path = index_path()
+    problems: list[str] = []
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_INDEX_BYTES + 1)
+    except FileNotFoundError:
+        return [], []
+    except OSError as err:
+        return [], [f"{path}: cannot be read ({err.strerror or err})"]
+    if len(data) > MAX_INDEX_BYTES:
+        problems.append(f"{path}: only the first {MAX_INDEX_BYTES:,} bytes were read")
+        data = data[:MAX_INDEX_BYTES]
+    folders: list[Path] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        why = None
+        try:
+            recorded = json.loads(raw.decode("utf-8"))["path"]
+            if not isinstance(recorded, str) or not recorded or "\0" in recorded or len(recorded) > MAX_PATH_CHARS:
+                why = "its path is not a folder path"
+        except UnicodeDecodeError:
+            why = "not UTF-8"
+        except json.JSONDecodeError:
+            why = "not JSON"
+        except (KeyError, TypeError, IndexError):
+            why = 'no "path" in it'
+        if why:
+            problems.append(f"damaged: {path} line {number}: {why}; skipped")
+        else:
+            folders.append(Path(recorded))
+    return folders, problems
+
+
+def index_problems() -> list[str]:
+    """One line per damaged line of the index (shown by `runs`; the other runs are still listed)."""
+    return _indexed()[1]
+
+
 def known_folders() -> list[Path]:
     """Every run folder the user has: indexed ones and those in the workspace."""
     seen: dict[str, Path] = {}
-    try:
-        for line in index_path().read_text(encoding="utf-8").splitlines():
-            try:
-                recorded = json.loads(line)["path"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-            seen.setdefault(recorded, Path(recorded))
-    except FileNotFoundError:
-        pass
+    for folder in _indexed()[0]:
+        seen.setdefault(str(folder), folder)
     workspace = workspace_dir()
-    if workspace.is_dir():
-        for child in workspace.iterdir():
-            if (child / "state.json").is_file():
+    try:
+        for count, child in enumerate(workspace.iterdir() if workspace.is_dir() else ()):
+            if count >= MAX_WORKSPACE_ENTRIES:
+                break
+            if RunFolder(child).exists():
                 seen.setdefault(str(child.resolve()), child.resolve())
-    return [path for path in seen.values() if RunFolder(path).exists()]
+    except OSError:
+        pass
+    found = []
+    for path in seen.values():
+        try:
+            if RunFolder(path).exists():
+                found.append(RunFolder(path).path)
+        except (OSError, ValueError):
+            continue
+    return list({str(p): p for p in found}.values())

@@ -13,26 +13,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import secrets
-import socket
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from backend.events import EVENTS_FILE_NAME
 from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile, write_text_atomic
+from backend.runs.process import ProcessFields, current_boot_id, this_host
 
-Status = Literal["starting", "running", "stopping", "finished", "failed", "stopped"]
+# unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
+Status = Literal["starting", "running", "stopping", "finished", "failed", "stopped", "unknown", "damaged"]
 ACTIVE_STATUSES: tuple[Status, ...] = ("starting", "running", "stopping")
 FINAL_STATUSES: tuple[Status, ...] = ("finished", "failed", "stopped")
+RESUMABLE_STATUSES: tuple[Status, ...] = ("stopped", "failed")
+IDENTITY_FILE = "run.json"  # written once when the folder is made: what makes a folder a run folder
+IDENTITY_KIND = "finetune-workbench run"
+MAX_STATE_BYTES = 1_000_000  # a state.json is a few hundred bytes; anything huge is not one
+
+
+class StateUnreadable(Exception):
+    """state.json is missing, empty, not JSON, not UTF-8, too large or has wrong-typed fields."""
+
+
+class FolderBusy(Exception):
+    """Another workbench command is starting, stopping, resuming or deleting this run right now."""
+
+
+class FolderNotWritable(Exception):
+    """The run folder cannot be written (read-only, permissions, disk full)."""
 
 
 def workspace_dir() -> Path:
@@ -54,14 +73,13 @@ def new_run_id(profile_name: str) -> str:
     return f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(profile_name)}-{secrets.token_hex(2)}"
 
 
-class RunState(BaseModel):
+class RunState(ProcessFields):
     run_id: str
     profile_name: str
     status: Status = "starting"
-    host: str = Field(default_factory=socket.gethostname)
-    supervisor_pid: int | None = None
     pgid: int | None = None
     trainer_pid: int | None = None
+    trainer_started: float | None = None
     created_at: float = Field(default_factory=time.time)
     started_at: float | None = None
     ended_at: float | None = None
@@ -97,18 +115,70 @@ class StateFolder(Generic[StateT]):
     log_path = property(lambda self: self.path / "output.log")
 
     def read_state(self) -> StateT:
-        return self.state_model.model_validate_json(self.state_path.read_text(encoding="utf-8"))
+        """The state; StateUnreadable (with the reason, naming the file) when it cannot be read."""
+        return read_model(self.state_path, self.state_model)
 
     def write_state(self, state: StateT) -> None:
-        write_text_atomic(self.state_path, state.model_dump_json(indent=2))
+        try:
+            write_text_atomic(self.state_path, state.model_dump_json(indent=2))
+        except OSError as err:
+            raise FolderNotWritable(f"cannot write {self.state_path}: {err.strerror or err}") from err
 
     def update_state(self, **changes: Any) -> StateT:
         """Read-modify-write under a lock: the supervisor and a `stop` may update at once."""
-        with open(self.path / ".state.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with self._flock(".state.lock", wait=None):
             state = self.read_state().model_copy(update=changes)
             self.write_state(state)
         return state
+
+    @contextlib.contextmanager
+    def control(self, what: str = "change", wait: float | None = 10.0) -> Iterator[None]:
+        """Hold the folder's controller lock: one start / stop / resume / delete at a time, across
+        its check and its act. FolderBusy when another command holds it longer than `wait` s."""
+        with self._flock(".control.lock", wait=wait, what=what):
+            yield
+
+    @contextlib.contextmanager
+    def _flock(self, name: str, wait: float | None, what: str = "change") -> Iterator[None]:
+        try:
+            handle = open(self.path / name, "a")
+        except OSError as err:
+            raise FolderNotWritable(f"cannot {what} {self.path}: the folder is not writable "
+                                    f"({err.strerror or err})") from err
+        with handle:
+            deadline = None if wait is None else time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:  # type: ignore[operator]
+                        raise FolderBusy(f"another workbench command is controlling {self.path.name} right "
+                                         f"now (start, stop, resume or delete); try again when it is done") from None
+                    time.sleep(0.1)
+            yield
+
+    def numbered_log_tail(self, max_bytes: int = 65_536) -> tuple[str, int]:
+        """The log's last whole lines (at most `max_bytes`) and the line number of the first one."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                start = max(0, size - max_bytes)
+                handle.seek(0)
+                newlines, done = 0, 0
+                while done < start:  # count the lines before the tail, 1 MiB at a time
+                    chunk = handle.read(min(1 << 20, start - done))
+                    if not chunk:
+                        break
+                    newlines += chunk.count(b"\n")
+                    done += len(chunk)
+                tail = handle.read()
+        except OSError:
+            return "", 1
+        if start > 0 and b"\n" in tail:  # drop the cut-off first line
+            cut, _, tail = tail.partition(b"\n")
+            newlines += 1
+        return tail.decode("utf-8", errors="replace"), newlines + 1
 
     def log_tail(self, max_bytes: int = 16_384) -> str:
         try:
@@ -120,6 +190,42 @@ class StateFolder(Generic[StateT]):
             return ""
 
 
+def read_model(path: Path, model: type[StateT]) -> StateT:
+    """A pydantic model from a JSON file, or StateUnreadable saying what is wrong with which file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_STATE_BYTES:
+            raise StateUnreadable(f"{path.name}: {size:,} bytes, too large to be a state file")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise StateUnreadable(f"{path.name} is missing") from None
+    except OSError as err:
+        raise StateUnreadable(f"{path.name}: cannot be read ({err.strerror or err})") from None
+    if not raw.strip():
+        raise StateUnreadable(f"{path.name} is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise StateUnreadable(f"{path.name}: not UTF-8 text (byte {err.start})") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(the whole file)"
+        kind = "not JSON" if first["type"] == "json_invalid" else f"field {where}"
+        raise StateUnreadable(f"{path.name}: {kind}: {first['msg']}") from None
+
+
+class RunIdentity(BaseModel):
+    """`run.json`: written once, when the workbench makes the folder. A folder is a run folder
+    (listable, deletable) only when this file is there and names the folder."""
+
+    kind: str
+    run_id: str
+    created_at: float
+    host: str
+
+
 class RunFolder(StateFolder[RunState]):
     """Paths and small reads/writes of one run folder."""
 
@@ -129,6 +235,60 @@ class RunFolder(StateFolder[RunState]):
     def run_id(self) -> str:
         return self.path.name
 
+    identity_path = property(lambda self: self.path / IDENTITY_FILE)
+
+    @classmethod
+    def create(cls, parent: Path, run_id: str) -> RunFolder:
+        """Make a new run folder (never an existing one) and write its identity file."""
+        folder = Path(parent) / run_id
+        try:
+            folder.mkdir(parents=True)
+            cls(folder).write_identity()
+        except FileExistsError:
+            raise
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                if folder.is_dir() and not any(p for p in folder.iterdir() if p.name != IDENTITY_FILE):
+                    (folder / IDENTITY_FILE).unlink(missing_ok=True)
+                    folder.rmdir()
+            raise FolderNotWritable(f"cannot create the run folder {folder}: {err.strerror or err}") from err
+        return cls(folder)
+
+    def write_identity(self) -> None:
+        """Write run.json (once: an existing one is kept)."""
+        if self.identity_path.exists():
+            return
+        identity = RunIdentity(kind=IDENTITY_KIND, run_id=self.run_id, created_at=time.time(), host=this_host())
+        write_text_atomic(self.identity_path, identity.model_dump_json(indent=2))
+
+    def identity_problem(self) -> str | None:
+        """Why this folder is not provably a workbench run folder, or None when it is."""
+        if not self.path.is_dir():
+            return f"{self.path} is not a folder"
+        try:
+            identity = read_model(self.identity_path, RunIdentity)
+        except StateUnreadable as err:
+            return f"{self.path} is not a workbench run folder ({err})"
+        if identity.kind != IDENTITY_KIND or identity.run_id != self.path.name:
+            return (f"{self.path} is not a workbench run folder ({IDENTITY_FILE} names run "
+                    f"{identity.run_id!r}, not this folder)")
+        return None
+
+    def is_proven(self) -> bool:
+        return self.identity_problem() is None
+
+    def state_or_damaged(self) -> RunState:
+        """The state, or a stand-in with status `damaged` and the reason, when it cannot be read."""
+        try:
+            return self.read_state()
+        except StateUnreadable as err:
+            created = _mtime(self.identity_path) or _mtime(self.path) or 0.0
+            return RunState(run_id=self.run_id, profile_name="?", status="damaged", created_at=created,
+                            failure_reason=f"damaged: {err}")
+
+    def new_state(self, profile_name: str) -> RunState:
+        return RunState(run_id=self.run_id, profile_name=profile_name, boot_id=current_boot_id())
+
     profile_path = property(lambda self: self.path / "profile.toml")
     events_path = property(lambda self: self.path / EVENTS_FILE_NAME)
     forecast_path = property(lambda self: self.path / "forecast.json")
@@ -136,17 +296,20 @@ class RunFolder(StateFolder[RunState]):
 
     @property
     def output_dir(self) -> Path:
-        command = self.read_command()
-        return Path(command.get("output_dir") or self.path / "output")
+        output = self.read_command().get("output_dir")
+        return Path(output) if isinstance(output, str) and output else self.path / "output"
 
     def exists(self) -> bool:
-        return self.state_path.is_file()
+        """A run folder: its identity file, or (older workbench) its state.json."""
+        return self.identity_path.is_file() or self.state_path.is_file()
 
     def read_command(self) -> dict[str, Any]:
+        """command.json, or {} when it is missing or damaged (callers that need it say so)."""
         try:
-            return json.loads(self.command_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            command = json.loads(self.command_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return {}
+        return command if isinstance(command, dict) else {}
 
     def read_profile(self) -> LaunchProfile:
         return load_profile(self.profile_path)
@@ -158,3 +321,38 @@ class RunFolder(StateFolder[RunState]):
             return []
         found = [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"checkpoint-\d+", p.name)]
         return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+    def complete_checkpoints(self) -> list[Path]:
+        """Checkpoints that can be used (resume, merge, report): see checkpoint_problem."""
+        return [c for c in self.checkpoints() if checkpoint_problem(c) is None]
+
+
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin",
+                "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why a checkpoint folder is incomplete (cut off by a stop or a full disk), or None.
+
+    The trainer writes the weights first and trainer_state.json last; both must be there and
+    not empty (DeepSpeed checkpoints keep their weights in global_step* folders)."""
+    def non_empty(path: Path) -> bool:
+        try:
+            return path.is_file() and path.stat().st_size > 0
+        except OSError:
+            return False
+
+    if not non_empty(folder / "trainer_state.json"):
+        return f"{folder.name} has no trainer_state.json (cut off while being saved)"
+    has_weights = any(non_empty(folder / name) for name in WEIGHT_FILES) or any(
+        p.is_dir() and p.name.startswith("global_step") for p in folder.iterdir())
+    if not has_weights:
+        return f"{folder.name} holds no weights file (cut off while being saved, or the disk was full)"
+    return None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None

@@ -1,14 +1,18 @@
 """Start, look at, stop, resume, list and delete runs. The CLI and the TUI both call this.
 
-Status is reconciled whenever someone looks: a run whose processes are all gone without
-a final status becomes `failed`, with the reason read from its log.
+Status is reconciled whenever someone looks, from evidence only (see verdict.py): a run
+whose processes are all gone without a final status is concluded from its events and
+checkpoints, else shown as `unknown`. Start, stop, resume and delete hold the run's
+controller lock across their check and their act; processes are signalled only when
+proven the run's (process.py); only proven run folders are deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,10 +26,25 @@ from backend.hardware import HardwareInfo, detect_hardware
 from backend.paths import is_builtin, resolve_model
 from backend.profile import LaunchProfile, save_profile, write_text_atomic
 from backend.runs import index
-from backend.runs.diagnose import describe_exit
-from backend.runs.layout import RunFolder, RunState, new_run_id, workspace_dir
-from backend.runs.process import is_alive, run_processes, start_detached, supervisor_argv, terminate_run
+from backend.runs.layout import (
+    RESUMABLE_STATUSES,
+    FolderBusy,
+    FolderNotWritable,
+    RunFolder,
+    RunState,
+    StateUnreadable,
+    checkpoint_problem,
+    new_run_id,
+    workspace_dir,
+)
+from backend.runs.outputs import claim_output_dir, output_dir_problem
+from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
+from backend.runs.verdict import judge_lost
 from backend.validate import Problem, errors, validate
+
+MIN_REF_CHARS = 4  # a shorter part of an id matches too much to act on
+MAX_REF_CHARS = 1024
+STARTING_GRACE_SECONDS = 120.0  # a folder still "starting" with no process after this was abandoned
 
 
 class LaunchRefused(Exception):
@@ -38,6 +57,10 @@ class LaunchRefused(Exception):
 
 class RunNotFound(LookupError):
     pass
+
+
+class RunRefused(ValueError):
+    """The action was not done, with the reason (not that run's state, not a run folder, busy...)."""
 
 
 # ---------------------------------------------------------------- start
@@ -57,23 +80,111 @@ def start_run(
         raise LaunchRefused(blocking)
     if is_builtin(profile.model.source):
         resolve_model(profile.model.source, base_dir, build=True)
-    folder = (workspace or workspace_dir()) / new_run_id(profile.name)
-    folder.mkdir(parents=True)
-    run = RunFolder(folder)
-    plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
-    write_run_files(run, profile, plan)
-    index.register(run.path)
-    _start_supervisor(run, plan)
+    try:
+        run = RunFolder.create(workspace or workspace_dir(), new_run_id(profile.name))
+    except FolderNotWritable as err:
+        raise LaunchRefused([Problem("workspace", "error", str(err), "Free space or choose a writable "
+                                     "--workspace (WORKBENCH_WORKSPACE).")]) from None
+    try:
+        with run.control("start"):
+            plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
+            write_run_files(run, profile, plan)
+            problems = launch_problems(run, plan)
+            if problems:
+                raise LaunchRefused(problems)
+            try:
+                claim_output_dir(plan.output_dir, run.path)
+            except FileExistsError as err:
+                raise LaunchRefused([Problem("output.output_dir", "error", str(err), "Choose another folder.")]) \
+                    from None
+            index.register(run.path)
+            _start_supervisor(run, plan)
+    except BaseException as err:
+        if not _started(run):
+            shutil.rmtree(run.path, ignore_errors=True)  # nothing half-made is left behind
+        if isinstance(err, OSError):
+            raise LaunchRefused([Problem("workspace", "error", f"cannot write the run folder {run.path}: "
+                                         f"{err.strerror or err}", "Free space or choose a writable workspace.")
+                                 ]) from None
+        raise
     return run
 
 
+def _started(run: RunFolder) -> bool:
+    try:
+        return run.read_state().supervisor_pid is not None
+    except StateUnreadable:
+        return False
+
+
+# ---------------------------------------------------------------- disk and output folder
+
+
+def launch_problems(run: RunFolder, plan: LaunchPlan) -> list[Problem]:
+    """What the run folder and output_dir must allow before anything is written: the output_dir
+    is empty or new, and the disk has room for the first checkpoint."""
+    problems = []
+    taken = output_dir_problem(plan.output_dir, run.path)
+    if taken:
+        problems.append(Problem("output.output_dir", "error", taken, "Choose an empty or new folder, or leave "
+                                "output_dir empty to write inside the run folder."))
+    need = first_checkpoint_bytes(run, plan)
+    free = _free_bytes(plan.output_dir)
+    if free is not None and need is not None and free < need:
+        problems.append(Problem("output.output_dir", "error",
+                                f"{_gib(free)} free on the disk of {plan.output_dir}, the first checkpoint needs "
+                                f"about {_gib(need)}.", "Free space there or choose another output_dir."))
+    return problems
+
+
+def first_checkpoint_bytes(run: RunFolder, plan: LaunchPlan) -> int | None:
+    """Forecast of one checkpoint: trainable weights (fp32) + Adam's two moments, plus the
+    saved model for a full fine-tune; a 10% margin. None when the forecast has no figures."""
+    try:
+        forecast = json.loads(run.forecast_path.read_text(encoding="utf-8")) if run.forecast_path.is_file() else {}
+    except (OSError, ValueError):
+        forecast = {}
+    trainable = _number(forecast, "trainable_params")
+    if trainable is None:
+        return None
+    return int(trainable * 4 * 3 * 1.1)
+
+
+def _number(data: Any, key: str) -> float | None:
+    """The first finite number stored under `key` anywhere in a JSON tree."""
+    if isinstance(data, dict):
+        value = data.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+            return float(value)
+        for child in data.values():
+            found = _number(child, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            try:
+                return shutil.disk_usage(folder).free
+            except OSError:
+                return None
+    return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
 def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
+    run.write_identity()  # a folder made by another path (SLURM export) is a proven run folder too
     save_profile(profile, run.profile_path)
     plan.write_configs()
     command = {"argv": plan.argv, "env": plan.redacted_env(), "cwd": plan.cwd, "output_dir": str(plan.output_dir),
                "shell": plan.shell_line()}
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
-    run.write_state(RunState(run_id=run.run_id, profile_name=profile.name))
+    run.write_state(run.new_state(profile.name))
     _write_forecast(run, profile, plan)
 
 
@@ -90,54 +201,116 @@ def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) ->
 
 
 def _start_supervisor(run: RunFolder, plan: LaunchPlan) -> None:
-    pid = start_detached(supervisor_argv(run.path), plan.env, run.path, run.log_path)
-    run.update_state(supervisor_pid=pid, pgid=pid, started_at=time.time())
+    env = {**plan.env, run_marker(run.path).env: run_marker(run.path).value}
+    pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
+    _record_supervisor(run, pid, started)
+
+
+def _record_supervisor(run: RunFolder, pid: int, started: float | None) -> None:
+    """Record the supervisor unless it has already recorded itself (it may be that quick)."""
+    with contextlib.suppress(StateUnreadable):
+        state = run.read_state()
+        if state.supervisor_pid == pid:
+            return
+    run.update_state(supervisor_pid=pid, supervisor_started=started, pgid=pid, started_at=time.time())
 
 
 # ---------------------------------------------------------------- look
 
 
 def refresh(run: RunFolder) -> RunState:
-    """The run's state, reconciled with its processes."""
-    state = run.read_state()
+    """The run's state, reconciled with its processes and, once they are gone, with the evidence.
+    Never raises for a damaged folder: the state then says `damaged` and why."""
+    state = run.state_or_damaged()
+    if state.status == "damaged":
+        if run_marker(run.path).processes():  # state.json lost mid-run: the run still goes on
+            return state.model_copy(update={"status": "running", "failure_reason": (
+                f"{state.failure_reason}; its processes are still running (`workbench stop` stops them)")})
+        return state
     if not state.is_active:
         return state
-    if state.host != socket.gethostname():
+    if state.on_other_host():
         return state  # e.g. a SLURM job seen from the login node: its own supervisor keeps state.json
-    if is_alive(state.supervisor_pid):
+    marker = run_marker(run.path)
+    if not state.before_reboot() and marker.owns(state.supervisor_pid, state.supervisor_started):
         return state
-    if state.status == "starting" and state.supervisor_pid is None:
+    if state.status == "starting" and state.supervisor_pid is None and \
+            time.time() - state.created_at < STARTING_GRACE_SECONDS:
         return state  # being created right now
     time.sleep(0.05)  # the supervisor may be writing its final state this instant
-    state = run.read_state()
+    state = run.state_or_damaged()
     if not state.is_active:
         return state
-    if run_processes(run.path, (state.trainer_pid,)):
+    if marker.processes():
         return state  # supervisor lost, training still going
-    status, reason, sig = describe_exit(-9 if state.stop_requested else 1, run.log_tail(),
-                                        stop_requested=state.stop_requested)
-    reason = reason if status != "failed" else f"the run's processes vanished without a final status; {reason}"
-    return run.update_state(status=status, failure_reason=reason, signal=sig, ended_at=time.time())
+    status, reason, sig = judge_lost(run, state)
+    try:
+        return run.update_state(status=status, failure_reason=reason, signal=sig, ended_at=time.time())
+    except (StateUnreadable, FolderNotWritable, FolderBusy):  # shown as concluded, written next time
+        return state.model_copy(update={"status": status, "failure_reason": reason, "signal": sig})
 
 
-def find_run(ref: str) -> RunFolder:
-    """A run by folder path, full id, or unique id prefix / substring."""
+def _check_ref(ref: str) -> str:
+    if not ref or not ref.strip():
+        raise RunNotFound("an empty run reference matches no run; give a run id from `workbench runs`")
+    if len(ref) > MAX_REF_CHARS:
+        raise RunNotFound(f"a run reference of {len(ref):,} characters matches no run (ids are short); "
+                          "`workbench runs` lists them")
+    if "\0" in ref:
+        raise RunNotFound("a run reference cannot contain a NUL character")
+    return ref
+
+
+def find_run(ref: str, strict: bool = False) -> RunFolder:
+    """A run by folder path, full id, or unique id prefix (or, unless `strict`, unique part of an id)
+    of at least MIN_REF_CHARS characters. `strict` (delete): the folder must be a proven run folder."""
+    ref = _check_ref(ref)
     path = Path(ref).expanduser()
-    if (path / "state.json").is_file():
-        return RunFolder(path)
+    if "/" in ref or ref in (".", "..") or _is_dir(path) and RunFolder(path).exists():
+        if not _is_dir(path):
+            raise RunNotFound(f"{ref!r} is not a run folder" + (" (it is a file)" if _is_file(path) else ""))
+        folder = RunFolder(path)
+        problem = folder.identity_problem()
+        if problem and (strict or not folder.exists()):
+            raise RunNotFound(problem)
+        return folder
     folders = index.known_folders()
     exact = [f for f in folders if f.name == ref]
-    matches = exact or [f for f in folders if f.name.startswith(ref)] or [f for f in folders if ref in f.name]
+    if not exact and len(ref) < MIN_REF_CHARS:
+        raise RunNotFound(f"{ref!r} is too short to pick a run: give the full id or at least {MIN_REF_CHARS} "
+                          "characters of its start (`workbench runs` lists them)")
+    matches = exact or [f for f in folders if f.name.startswith(ref)]
+    if not matches and not strict:
+        matches = [f for f in folders if ref in f.name]
     if len(matches) == 1:
-        return RunFolder(matches[0])
+        folder = RunFolder(matches[0])
+        problem = folder.identity_problem() if strict else None
+        if problem:
+            raise RunNotFound(problem)
+        return folder
     if not matches:
-        raise RunNotFound(f"no run matches {ref!r}; `workbench runs` lists them")
+        how = "no run id is or starts with" if strict else "no run matches"
+        raise RunNotFound(f"{how} {ref!r}; `workbench runs` lists them")
     names = ", ".join(sorted(m.name for m in matches)[:5])
     raise RunNotFound(f"{ref!r} matches several runs ({names}); give more of the id")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def list_runs() -> list[RunFolder]:
-    """Every run, active ones first, then newest first."""
+    """Every run, active ones first, then newest first. A damaged one is listed, never fatal."""
     runs = [RunFolder(path) for path in index.known_folders()]
     states = {run.path: refresh(run) for run in runs}
     return sorted(runs, key=lambda r: (not states[r.path].is_active, -states[r.path].created_at))
@@ -158,27 +331,41 @@ class RunSummary:
 def summarize(run: RunFolder) -> RunSummary:
     state = refresh(run)
     last = last_log_event(run)
-    step = last.get("step") if last else None
-    max_steps = last.get("max_steps") if last else None
+    step = _int(last.get("step")) if last else None
+    max_steps = _int(last.get("max_steps")) if last else None
+    loss = _float(last.get("loss")) if last else None
     end = state.ended_at or time.time()
     elapsed = end - state.started_at if state.started_at else None
     eta = None
-    if state.is_active and last and step and max_steps and last.get("steps_per_second"):
-        eta = (max_steps - step) / last["steps_per_second"]
-    return RunSummary(run, state, step, max_steps, last.get("loss") if last else None,
-                      last.get("loss_scale") if last else None, elapsed, eta)
+    speed = _float(last.get("steps_per_second")) if last else None
+    if state.is_active and step and max_steps and speed:
+        eta = (max_steps - step) / speed
+    return RunSummary(run, state, step, max_steps, loss, _float(last.get("loss_scale")) if last else None,
+                      elapsed, eta)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> dict[str, Any] | None:
-    """The newest rank-0 `log` event (final step from `run_end`), read from the file's tail only."""
+    """The newest rank-0 `log` event (final step from `run_end`), read from the file's tail only.
+    Lines that are not events (damaged, wrong-typed) are skipped."""
     path = run.events_path
-    if not path.is_file():
+    try:
+        size = path.stat().st_size
+    except OSError:
         return None
-    reader = EventReader(path, offset=max(0, path.stat().st_size - tail_bytes))
-    events = reader.read_new()
-    rank0 = [e for e in events if e.get("rank", 0) == 0]
-    last_log = next((e for e in reversed(rank0) if e.get("type") == "log"), None)
-    end = next((e for e in reversed(rank0) if e.get("type") == "run_end"), None)
+    reader = EventReader(path, offset=max(0, size - tail_bytes))
+    events = [e for e in reader.read_new() if e.get("rank", 0) == 0]
+    last_log = next((e for e in reversed(events) if e.get("type") == "log" and _int(e.get("step")) is not None), None)
+    end = next((e for e in reversed(events) if e.get("type") == "run_end" and _int(e.get("step")) is not None), None)
     if last_log and end:  # the end event has the final step; the log has the last loss
         return {**last_log, "step": end["step"]}
     return last_log or end
@@ -188,17 +375,38 @@ def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> dict[str, Any] |
 
 
 def stop_run(run: RunFolder, report: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Stop every process of the run (SIGINT, SIGTERM, SIGKILL) and mark it stopped."""
+    """Stop every process of the run (SIGINT, SIGTERM, SIGKILL) and mark it stopped. Only processes
+    proven the run's are signalled; a run on another host is not signalled from here."""
+    try:
+        with run.control("stop"):
+            return _stop_locked(run, report)
+    except (FolderBusy, FolderNotWritable) as err:
+        return [str(err)]
+
+
+def _stop_locked(run: RunFolder, report: Callable[[str], None]) -> list[str]:
     state = refresh(run)
+    damaged = run.state_or_damaged().status == "damaged"
     if not state.is_active:
         return [f"run is already {state.status}; nothing to stop"]
-    run.update_state(status="stopping", stop_requested=True)
+    elsewhere = None if damaged else state.elsewhere()
+    if elsewhere and not (run.path / "slurm_job.json").is_file():
+        return [f"run {run.run_id} was {elsewhere}: nothing was signalled from here; stop it on "
+                f"{state.host} (`workbench stop {run.run_id}` there)"]
+    if not damaged:
+        run.update_state(status="stopping", stop_requested=True)
     slurm_done = _cancel_slurm_job(run)
     if slurm_done:
         return slurm_done
-    done = terminate_run(run.path, (state.supervisor_pid, state.trainer_pid), report=report)
+    if elsewhere:
+        return [f"run {run.run_id} was {elsewhere}: nothing was signalled from here"]
+    done = terminate(run_marker(run.path), report=report)
+    if damaged:
+        return done or ["no process of the run was alive"]
     deadline = time.monotonic() + 5
-    while run.read_state().status == "stopping" and time.monotonic() < deadline and is_alive(state.supervisor_pid):
+    marker = run_marker(run.path)
+    while run.read_state().status == "stopping" and time.monotonic() < deadline and \
+            marker.owns(state.supervisor_pid, state.supervisor_started):
         time.sleep(0.1)
     if run.read_state().status == "stopping":  # supervisor did not get to write it
         run.update_state(status="stopped", ended_at=time.time())
@@ -220,15 +428,37 @@ def _cancel_slurm_job(run: RunFolder) -> list[str]:
 
 
 def resume_run(run: RunFolder) -> RunFolder:
-    """Start the run again in its folder from its last checkpoint; the step count carries on."""
+    """Start a stopped or failed run again in its folder from its last complete checkpoint; the
+    step count carries on. Refused (RunRefused, with why) for anything else."""
+    try:
+        with run.control("resume"):
+            return _resume_locked(run)
+    except (FolderBusy, FolderNotWritable, StateUnreadable) as err:
+        raise RunRefused(f"cannot resume {run.run_id}: {err}") from None
+
+
+def _resume_locked(run: RunFolder) -> RunFolder:
     state = refresh(run)
-    if state.is_active:
-        raise ValueError(f"run {run.run_id} is still {state.status}; stop it first")
-    # trainer_state.json is written last: a checkpoint cut off by a stop lacks it
-    checkpoints = [c for c in run.checkpoints() if (c / "trainer_state.json").is_file()]
-    if not checkpoints:
-        raise ValueError(f"run {run.run_id} has no complete checkpoint to resume from")
+    if state.status == "finished":
+        raise RunRefused(f"run {run.run_id} finished: resuming would train past its end, and swift's rotation would "
+                         "delete a completed checkpoint. To train more, start a new run whose profile sets "
+                         "resume_from_checkpoint to one of its checkpoints.")
+    if state.status not in RESUMABLE_STATUSES:
+        hint = "stop it first" if state.is_active else "only a stopped or failed run can be resumed"
+        raise RunRefused(f"run {run.run_id} is {state.status}; {hint}")
+    if state.elsewhere():
+        raise RunRefused(f"run {run.run_id} was {state.elsewhere()}; resume it there")
     command = run.read_command()
+    if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
+        why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
+        raise RunRefused(f"cannot resume {run.run_id}: {run.command_path.name} {why}, so the run's command is unknown")
+    taken = _output_taken_by_other(run)
+    if taken:
+        raise RunRefused(f"cannot resume {run.run_id}: {taken}")
+    checkpoints = run.complete_checkpoints()
+    if not checkpoints:
+        why = "; ".join(filter(None, (checkpoint_problem(c) for c in run.checkpoints()[-2:])))
+        raise RunRefused(f"run {run.run_id} has no complete checkpoint to resume from" + (f" ({why})" if why else ""))
     argv = [a for a in command["argv"]]
     if "--resume_from_checkpoint" in argv:
         position = argv.index("--resume_from_checkpoint")
@@ -239,18 +469,44 @@ def resume_run(run: RunFolder) -> RunFolder:
     run.write_state(state.model_copy(update={
         "status": "starting", "attempt": state.attempt + 1, "resumed_from": str(checkpoints[-1]),
         "exit_code": None, "signal": None, "failure_reason": None, "ended_at": None, "stop_requested": False,
-        "trainer_pid": None,
+        "trainer_pid": None, "trainer_started": None, "supervisor_pid": None, "supervisor_started": None,
+        "host": run.new_state("").host, "boot_id": run.new_state("").boot_id,
     }))
     with open(run.log_path, "a", encoding="utf-8") as log:
         log.write(f"\n===== workbench: resuming from {checkpoints[-1]} (attempt {state.attempt + 1}) =====\n")
-    env = {k: v for k, v in command.get("env", {}).items() if v != "***"}
-    pid = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
-    run.update_state(supervisor_pid=pid, pgid=pid, started_at=time.time())
+    env = {k: v for k, v in command.get("env", {}).items() if isinstance(v, str) and v != "***"}
+    env[run_marker(run.path).env] = run_marker(run.path).value
+    pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
+    _record_supervisor(run, pid, started)
     return run
 
 
-def delete_run(run: RunFolder) -> None:
-    state = refresh(run)
-    if state.is_active:
-        raise ValueError(f"run {run.run_id} is {state.status}; stop it before deleting")
-    shutil.rmtree(run.path)
+def _output_taken_by_other(run: RunFolder) -> str | None:
+    from backend.runs.outputs import owner_of
+
+    owner = owner_of(run.output_dir)
+    if owner is not None and owner != str(run.path):
+        return f"its output_dir {run.output_dir} now belongs to run {Path(owner).name}"
+    return None
+
+
+def delete_run(run: RunFolder, damaged_ok: bool = True) -> None:
+    """Remove a proven run folder that is not running (the CLI and the TUI ask first). A damaged run
+    (state.json unreadable) only with `damaged_ok`. RunRefused with the reason otherwise."""
+    problem = run.identity_problem()
+    if problem:
+        raise RunRefused(f"not deleted: {problem}")
+    try:
+        with run.control("delete"):
+            state = refresh(run)
+            if state.is_active:
+                raise RunRefused(f"run {run.run_id} is {state.status}; stop it before deleting")
+            if state.status == "damaged" and not damaged_ok:
+                raise RunRefused(f"run {run.run_id} is {state.failure_reason}; confirm to delete it anyway")
+            if run_marker(run.path).processes():
+                raise RunRefused(f"run {run.run_id} still has live processes; stop it before deleting")
+            shutil.rmtree(run.path)
+    except (FolderBusy, FolderNotWritable) as err:
+        raise RunRefused(f"not deleted: {err}") from None
+    except OSError as err:
+        raise RunRefused(f"could not delete all of {run.path}: {err.strerror or err}") from None

@@ -1,30 +1,140 @@
-"""Everything that touches a process: start detached, find a run's processes, signal, reap.
+"""Everything that touches a process: start detached, prove which processes are a run's or a
+job's, signal them, reap. Runs (`backend.runs`) and jobs (`backend.jobs`) both use this module.
 
 A run is started as `python -m backend.runs.supervise RUN_DIR` in a new session (its own
 process group, no controlling terminal), stdin from /dev/null and output to the run's log
-file, so a closed terminal, TUI or SSH link never reaches it. Every process of the run
-inherits WORKBENCH_RUN_DIR; that marker finds them again even after torch elastic has put
-its workers in sessions of their own or they were re-parented to init.
+file, so a closed terminal, TUI or SSH link never reaches it. Every process of a run inherits
+a marker in its environment (WORKBENCH_RUN_DIR=<the run folder>; jobs: WORKBENCH_JOB_DIR).
+
+Proof of identity. A pid alone proves nothing: after a crash or a reboot the number is given to
+another process, and a copied or hand-edited state.json names any pid at all. A process counts as
+the run's (alive, or to be signalled) only when
+
+- the record was made on this host and in this boot of it (host name and kernel boot id),
+- the process with that pid started when the recorded one did (psutil create time), and
+- its environment carries the run's marker (its own folder's path).
+
+A process found by scanning counts only by its marker. A run recorded on another host is never
+signalled from here: the caller is told where it runs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from pydantic import BaseModel, Field
 
 RUN_MARKER_ENV = "WORKBENCH_RUN_DIR"
+JOB_MARKER_ENV = "WORKBENCH_JOB_DIR"
+# create times are computed from the boot time, which the kernel may shift a little (NTP)
+START_TIME_TOLERANCE_SECONDS = 1.0
 
 
-def start_detached(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> int:
-    """Start `argv` in a new session writing to `log_path`; return its pid (= its pgid)."""
+def this_host() -> str:
+    return socket.gethostname()
+
+
+@functools.cache
+def current_boot_id() -> str:
+    """The kernel's id of this boot (Linux), else the boot time: changes with every reboot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return f"boot-{int(psutil.boot_time())}"
+
+
+def start_time_of(pid: int | None) -> float | None:
+    """When the process `pid` started (unix seconds), or None when there is no such process."""
+    if not pid:
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+class ProcessFields(BaseModel):
+    """What run and job states share about their processes: where they were started and the
+    supervisor's identity (pid + start time). Subclasses add their child (trainer / job command)."""
+
+    host: str = Field(default_factory=this_host)
+    boot_id: str | None = None  # None: recorded by an older workbench, the boot cannot be checked
+    supervisor_pid: int | None = None
+    supervisor_started: float | None = None
+
+    def elsewhere(self) -> str | None:
+        """Why this record's processes cannot be signalled from here (another host, an earlier
+        boot of this one), or None."""
+        if self.on_other_host():
+            return f"started on host {self.host!r}, not on this one ({this_host()!r})"
+        if self.before_reboot():
+            return f"recorded before this machine ({self.host}) last rebooted"
+        return None
+
+    def on_other_host(self) -> bool:
+        return self.host != this_host()
+
+    def before_reboot(self) -> bool:
+        """Recorded here in an earlier boot: every process it names is gone, its pids are others' now."""
+        return not self.on_other_host() and self.boot_id is not None and self.boot_id != current_boot_id()
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The environment variable every process of one run (or job) carries, and its value."""
+
+    env: str
+    value: str
+
+    def carried_by(self, proc: psutil.Process) -> bool:
+        try:
+            return proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(self.env) == self.value
+        except psutil.Error:  # gone, or not ours to read (another user's): not ours to signal either
+            return False
+
+    def owns(self, pid: int | None, started: float | None) -> psutil.Process | None:
+        """The process `pid` if it is provably the recorded one: same start time, carries the marker."""
+        if not pid or pid == os.getpid():
+            return None
+        try:
+            proc = psutil.Process(pid)
+            if started is None or abs(proc.create_time() - started) > START_TIME_TOLERANCE_SECONDS:
+                return None
+        except psutil.Error:
+            return None
+        return proc if self.carried_by(proc) else None
+
+    def processes(self) -> list[psutil.Process]:
+        """Every live process on this host that carries the marker (never this process)."""
+        me = os.getpid()
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            if proc.pid != me and self.carried_by(proc):
+                found.append(proc)
+        return found
+
+
+def run_marker(run_dir: str | Path) -> Marker:
+    return Marker(RUN_MARKER_ENV, str(Path(run_dir).resolve()))
+
+
+def job_marker(job_dir: str | Path) -> Marker:
+    return Marker(JOB_MARKER_ENV, str(Path(job_dir).resolve()))
+
+
+def start_detached(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> tuple[int, float | None]:
+    """Start `argv` in a new session writing to `log_path`; return its pid (= its pgid) and start time."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -37,9 +147,10 @@ def start_detached(argv: list[str], env: dict[str, str], cwd: Path, log_path: Pa
             start_new_session=True,
             close_fds=True,
         )
+    started = start_time_of(process.pid)  # before the reaper can let the pid go
     # reap it when it ends, so a long-lived launcher (the TUI) keeps no zombie
     threading.Thread(target=process.wait, daemon=True, name=f"reap-{process.pid}").start()
-    return process.pid
+    return process.pid, started
 
 
 def supervisor_argv(run_dir: Path) -> list[str]:
@@ -47,6 +158,7 @@ def supervisor_argv(run_dir: Path) -> list[str]:
 
 
 def is_alive(pid: int | None) -> bool:
+    """Whether some process has this pid now. Says nothing about whose it is: use Marker.owns."""
     if not pid:
         return False
     try:
@@ -56,58 +168,72 @@ def is_alive(pid: int | None) -> bool:
 
 
 def run_processes(run_dir: Path, extra_pids: tuple[int | None, ...] = ()) -> list[psutil.Process]:
-    """Live processes of a run: marked with its folder in their environment, or named."""
-    wanted = str(Path(run_dir).resolve())
-    found: dict[int, psutil.Process] = {}
+    """Live processes of a run on this host: those whose environment carries its marker.
+
+    `extra_pids` are hints only (kept for callers that know pids): a pid counts only if the
+    process carries the marker, so a reused or planted pid is never returned."""
+    marker = run_marker(run_dir)
+    found = {proc.pid: proc for proc in marker.processes()}
     for pid in extra_pids:
-        if is_alive(pid):
-            found[pid] = psutil.Process(pid)  # type: ignore[arg-type]
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me or proc.pid in found:
-            continue
-        try:
-            if proc.environ().get(RUN_MARKER_ENV) == wanted and proc.status() != psutil.STATUS_ZOMBIE:
-                found[proc.pid] = proc
-        except psutil.Error:
-            continue
+        if pid and pid not in found and pid != os.getpid():
+            try:
+                proc = psutil.Process(pid)
+            except psutil.Error:
+                continue
+            if marker.carried_by(proc):
+                found[pid] = proc
     return list(found.values())
 
 
 def signal_processes(processes: list[psutil.Process], sig: signal.Signals) -> None:
     for proc in processes:
         try:
-            proc.send_signal(sig)
+            proc.send_signal(sig)  # psutil checks the pid still has the same start time
         except psutil.Error:
             pass
 
 
-def terminate_run(
-    run_dir: Path,
-    pids: tuple[int | None, ...],
+STOP_PHASES = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def terminate(
+    marker: Marker,
     grace_seconds: float = 20.0,
     report: Callable[[str], None] = lambda _: None,
+    phases: tuple[signal.Signals, ...] = STOP_PHASES,
 ) -> list[str]:
-    """SIGINT, wait; SIGTERM, wait; SIGKILL. Returns what was done, one line a phase."""
+    """Signal every process carrying `marker`, phase by phase (default SIGINT, SIGTERM, SIGKILL),
+    waiting after each for all to exit. Returns what was done, one line a phase."""
     done: list[str] = []
-    for sig, wait in ((signal.SIGINT, grace_seconds), (signal.SIGTERM, grace_seconds / 2), (signal.SIGKILL, 5.0)):
-        processes = run_processes(run_dir, pids)
+    waits = {signal.SIGINT: grace_seconds, signal.SIGTERM: grace_seconds / 2, signal.SIGKILL: 5.0}
+    for sig in phases:
+        processes = marker.processes()
         if not processes:
             break
         signal_processes(processes, sig)
         line = f"sent {sig.name} to {len(processes)} process(es)"
         report(line)
-        gone_all = _wait_gone(run_dir, pids, wait)
+        gone_all = wait_gone(marker, waits.get(sig, grace_seconds))
         done.append(line + (" - all exited" if gone_all else " - some still running"))
         if gone_all:
             break
     return done
 
 
-def _wait_gone(run_dir: Path, pids: tuple[int | None, ...], timeout: float) -> bool:
+def terminate_run(
+    run_dir: Path,
+    pids: tuple[int | None, ...] = (),
+    grace_seconds: float = 20.0,
+    report: Callable[[str], None] = lambda _: None,
+) -> list[str]:
+    """SIGINT, wait; SIGTERM, wait; SIGKILL to the run's marked processes (`pids` are not trusted)."""
+    return terminate(run_marker(run_dir), grace_seconds, report)
+
+
+def wait_gone(marker: Marker, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not run_processes(run_dir, pids):
+        if not marker.processes():
             return True
         time.sleep(0.2)
-    return not run_processes(run_dir, pids)
+    return not marker.processes()

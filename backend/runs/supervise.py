@@ -8,19 +8,24 @@ end of training ends it. Stdlib + pydantic only: no torch in this process.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 
-from backend.runs.diagnose import describe_exit
 from backend.runs.layout import RunFolder
-from backend.runs.process import run_processes, signal_processes
+from backend.runs.process import current_boot_id, run_processes, signal_processes, start_time_of, this_host
+from backend.runs.verdict import judge_exit
+from backend.watch.watchdog import start_watchdog
 
 
 def supervise(run: RunFolder) -> int:
     command = run.read_command()
     state = run.read_state()
+    # who keeps this run, proven later by pid + start time + marker (on a SLURM node: that node)
+    run.update_state(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
+                     supervisor_started=start_time_of(os.getpid()))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # SIGTERM to the supervisor alone is passed on to the launcher, which ends its workers
@@ -35,12 +40,15 @@ def supervise(run: RunFolder) -> int:
                              # the launcher gets default signal handling back
                              preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
                                                  signal.signal(signal.SIGHUP, signal.SIG_IGN)))
-    run.update_state(status="running", trainer_pid=child.pid, started_at=state.started_at or time.time())
+    run.update_state(status="running", trainer_pid=child.pid, trainer_started=start_time_of(child.pid),
+                     started_at=state.started_at or time.time())
+    watchdog = start_watchdog(run, child.pid)  # alerts from outside the trainer (#15)
     code = child.wait()
     _wait_for_stragglers(run)
     final = run.read_state()
-    status, reason, sig = describe_exit(code, run.log_tail(), stop_requested=final.stop_requested)
+    status, reason, sig = judge_exit(run, code, stop_requested=final.stop_requested)
     run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, ended_at=time.time())
+    watchdog.finish()
     return 0
 
 

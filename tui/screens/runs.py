@@ -16,14 +16,15 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from backend.runs.layout import RunFolder
 from backend.runs.manager import RunSummary, delete_run, list_runs, resume_run, stop_run, summarize
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 from tui.widgets.units import duration, number, step_of
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
            ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"))
 KEEP_GOING = "Runs live in their own sessions: quitting the app or losing the terminal never stops one."
 STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yellow", "finished": "cyan",
-                "failed": "bold red", "stopped": "yellow"}
+                "failed": "bold red", "stopped": "yellow", "unknown": "magenta",
+                "damaged": "bold magenta"}
 
 
 class RunsScreen(Screen[None]):

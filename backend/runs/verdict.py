@@ -1,0 +1,147 @@
+"""How a run ended, from evidence only: the supervisor's record, else the events and the checkpoints
+on disk, else "unknown". Never an invented exit code.
+
+- `judge_exit`: the supervisor saw the launcher exit with a code; a "finished" run that trained
+  nothing (swift printed its help, 0 steps, a loss that is not a number) is `failed`, with why.
+- `judge_lost`: the supervisor is gone without a record and no process of the run is left.
+
+Stdlib + pydantic only (the supervisor imports this).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.events import EventReader
+from backend.runs.diagnose import describe_exit
+from backend.runs.layout import RunFolder, RunState, checkpoint_problem
+
+EVENTS_SCAN_BYTES = 4 * 2**20  # the facts below come from the start and the end of events.jsonl
+HELP_PRINTED = re.compile(r"^usage: .*(?:\n.*){0,40}?\n(?:options|optional arguments):", re.MULTILINE)
+
+
+@dataclass
+class Evidence:
+    """What events.jsonl says (bounded read: its first and last few MiB)."""
+
+    began: bool = False
+    log_steps: list[int] = field(default_factory=list)
+    last_log: dict[str, Any] | None = None
+    recent_logs: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    bad_lines: int = 0
+
+    @property
+    def last_step(self) -> int | None:
+        steps = [s for s in (_int(self.end.get("step")) if self.end else None,
+                             *(self.log_steps[-1:])) if s is not None]
+        return max(steps) if steps else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_evidence(path: Path) -> Evidence:
+    evidence = Evidence()
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return evidence
+    offsets = [0] if size <= 2 * EVENTS_SCAN_BYTES else [0, size - EVENTS_SCAN_BYTES]
+    for offset in offsets:
+        reader = EventReader(path, offset=offset)
+        events = reader.read_new(max_bytes=EVENTS_SCAN_BYTES)
+        if offset:  # the first line read from the middle may be cut off: parse_event_lines skipped it
+            reader.bad_lines = max(0, reader.bad_lines - 1)
+        evidence.bad_lines += reader.bad_lines
+        for event in events:
+            if event.get("rank", 0) != 0:
+                continue
+            kind = event.get("type")
+            if kind == "run_begin":
+                evidence.began = True
+            elif kind == "log" and _int(event.get("step")) is not None:
+                evidence.log_steps.append(event["step"])
+                evidence.last_log = event
+                evidence.recent_logs = (evidence.recent_logs + [event])[-3:]
+            elif kind == "run_end":
+                evidence.end = event
+    return evidence
+
+
+def _not_finite(event: dict[str, Any], name: str) -> bool:
+    value = event.get(name)
+    named = event.get("nonfinite")
+    return (isinstance(named, list) and name in named) or (isinstance(value, float) and not math.isfinite(value))
+
+
+def trained_nothing(run: RunFolder, log_tail: str, evidence: Evidence | None = None) -> str | None:
+    """Why a run that exited 0 did not really train, or None when it did."""
+    evidence = evidence or read_evidence(run.events_path)
+    if not evidence.began and HELP_PRINTED.search(log_tail):
+        return ("swift printed its help instead of training (a value starting with '-', such as "
+                "model.source = '--help', is read as a flag); nothing was trained")
+    if not evidence.log_steps and not (evidence.last_step or 0) > 0:
+        return "trained nothing: 0 steps (no training step was logged)"
+    last = evidence.last_log
+    if last is not None and _not_finite(last, "loss"):
+        return f"the loss was not a finite number at step {last['step']} (NaN/inf weights); the result is unusable"
+    recent = evidence.recent_logs
+    overflows = [e.get("overflow_count") for e in recent]
+    scaler_skipping = len(set(o for o in overflows if isinstance(o, int))) > 1  # fp16: a skipped step is normal
+    if len(recent) == 3 and all(_not_finite(e, "grad_norm") for e in recent) and not scaler_skipping:
+        return (f"the gradients were not finite numbers for the last {len(recent)} logged steps "
+                f"(up to step {recent[-1]['step']}): the weights are NaN/inf; the result is unusable")
+    return None
+
+
+def judge_exit(run: RunFolder, code: int, stop_requested: bool) -> tuple[str, str | None, str | None]:
+    """(status, reason, signal) for a launcher that exited with `code`, checked against the evidence."""
+    tail, first_line = run.numbered_log_tail()
+    status, reason, sig = describe_exit(code, tail, stop_requested=stop_requested, first_line=first_line)
+    if status == "finished":
+        why = trained_nothing(run, tail)
+        if why:
+            return "failed", why, None
+    return status, reason, sig
+
+
+def last_complete_checkpoint(run: RunFolder) -> tuple[Path | None, list[str]]:
+    """The newest usable checkpoint, and why each newer one is not."""
+    skipped = []
+    for checkpoint in reversed(run.checkpoints()):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return checkpoint, skipped
+        skipped.append(problem)
+    return None, skipped
+
+
+def judge_lost(run: RunFolder, state: RunState) -> tuple[str, str | None, str | None]:
+    """No supervisor record and no process left: conclude only what the files prove."""
+    tail, first_line = run.numbered_log_tail()
+    if state.stop_requested:
+        return "stopped", None, None
+    evidence = read_evidence(run.events_path)
+    checkpoint, skipped = last_complete_checkpoint(run)
+    end = evidence.end or {}
+    if end.get("status") == "finished" and checkpoint is not None:
+        why = trained_nothing(run, tail, evidence)
+        if why:
+            return "failed", why, None
+        return ("finished", f"the supervisor left no record; finished by the evidence: run_end at step "
+                            f"{end.get('step')} and {checkpoint.name} complete", None)
+    status, reason, sig = describe_exit(1, tail, stop_requested=False, first_line=first_line)
+    if reason and not reason.startswith("exited with code"):  # the log names a real error
+        return "failed", f"{reason} (the supervisor left no record)", sig
+    known = [f"last step {evidence.last_step}" if evidence.last_step is not None else "no step logged",
+             f"last complete checkpoint {checkpoint.name}" if checkpoint else "no complete checkpoint", *skipped[:1]]
+    if end.get("status") == "finished":
+        known.insert(0, "run_end says finished but no complete checkpoint is on disk")
+    return "unknown", ("lost: the supervisor and every process of the run are gone without recording how it "
+                       f"ended; {'; '.join(known)}"), None

@@ -1,0 +1,33 @@
+"""Text from files (profile names, run ids, log lines, failure reasons) shown as plain text.
+
+A profile name can hold terminal escape sequences (clear the screen, set the window title),
+newlines or bidirectional overrides (U+202E) that would rewrite what the user sees. `visible`
+turns every such character into a visible escape (`\\x1b`, `\\n`, `\\u202e`), so the text is
+shown exactly and never acts on the terminal. Rich markup in it stays text when the caller
+prints with markup off or wraps it in `rich.text.Text`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# categories Cc (C0/C1 controls, DEL), Cf (format: bidi overrides, zero-width), Zl/Zp (line/paragraph separators)
+_HIDDEN = ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in "\n\t\r":
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: object, limit: int | None = None) -> str:
+    """`text` with control and invisible format characters shown as escapes; cut to `limit` chars."""
+    text = str(text)
+    shown = "".join(_escape(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
+    if limit is not None and len(shown) > limit:
+        return shown[: max(0, limit - 1)] + "…"
+    return shown
