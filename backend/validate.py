@@ -43,6 +43,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     """All problems of `profile` on `hardware`, errors first."""
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(_paths_exist(profile, base_dir))
+    problems += list(_output_dir_free(profile, base_dir))
     return sorted(problems, key=lambda p: p.severity != "error")
 
 
@@ -314,3 +315,17 @@ def _resolve(ref: str, base_dir: Path | None) -> Path:
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         return base_dir / path
     return path
+
+
+def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+    """output_dir must be empty, new, or (on resume) the run's own: swift's rotation deletes the
+    checkpoint folders it finds there (#14). The rule itself is in backend/runs/outputs.py."""
+    if not profile.output.output_dir:
+        return
+    from backend.runs.outputs import output_dir_problem
+
+    path = Path(profile.output.output_dir).expanduser()
+    problem = output_dir_problem(path if path.is_absolute() else (base_dir or Path.cwd()) / path)
+    if problem:
+        yield Problem("output.output_dir", "error", problem,
+                      "Choose an empty or new folder, or leave output_dir empty to write inside the run folder.")
