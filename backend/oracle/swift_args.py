@@ -1,0 +1,164 @@
+"""Question: the argument schema of the installed ms-swift, read from its own parser (child side).
+
+For each command (sft, pt, export, infer) the answer lists every flag swift's `HfArgumentParser`
+knows: name, type, default, choices, help, whether it takes several values (`nargs`), its aliases
+(`--no_X` complements of true-by-default booleans) and whether it is required. The parser is built
+exactly as `swift.utils.utils.parse_args` builds it, so what is listed is what `swift sft` accepts.
+
+Parent side: `backend.swift_schema` asks this question and caches the answer by swift's version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+from collections.abc import Callable, Iterator
+from typing import Any
+
+COMMANDS = {
+    "sft": "SftArguments",
+    "pt": "PretrainArguments",
+    "export": "ExportArguments",
+    "infer": "InferArguments",
+}
+
+
+def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    progress("importing ms-swift's argument classes")
+    import swift
+    import swift.arguments as arguments
+
+    commands = payload.get("commands") or list(COMMANDS)
+    result: dict[str, Any] = {"swift_version": getattr(swift, "__version__", "unknown"), "commands": {}}
+    for command in commands:
+        progress(f"reading swift {command}'s parser")
+        cls = getattr(arguments, COMMANDS[command])
+        parser = build_parser(cls)
+        types = _field_types(cls)
+        docs = docstring_help(cls)
+        result["commands"][command] = {
+            "class": COMMANDS[command],
+            "allow_abbrev": bool(getattr(parser, "allow_abbrev", True)),
+            "fields": [_describe(action, types, docs) for action in _field_actions(parser)],
+        }
+    result["deepspeed_presets"] = deepspeed_presets()
+    return result
+
+
+@contextlib.contextmanager
+def _swift_type_hint_patch() -> Iterator[None]:
+    """swift's own fix for `str | dict` fields (private in 4.6: fall back when it moves)."""
+    try:
+        from swift.utils.utils import _patch_get_type_hints
+    except ImportError:
+        yield
+        return
+    with _patch_get_type_hints():
+        yield
+
+
+def build_parser(cls: type) -> argparse.ArgumentParser:
+    from transformers import HfArgumentParser
+
+    with _swift_type_hint_patch():
+        return HfArgumentParser([cls])
+
+
+def _field_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """One action per dataclass field; the `--no_X` complements become aliases of field X."""
+    actions = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    main = {a.dest: a for a in actions if not isinstance(a, argparse._StoreFalseAction)}
+    aliases: dict[str, list[str]] = {}
+    for action in actions:
+        if isinstance(action, argparse._StoreFalseAction) and action.dest in main:
+            aliases.setdefault(action.dest, []).extend(action.option_strings)
+    for dest, action in main.items():
+        action.workbench_negations = aliases.get(dest, [])  # type: ignore[attr-defined]
+    return list(main.values())
+
+
+def _field_types(cls: type) -> dict[str, str]:
+    hints = {}
+    for f in dataclasses.fields(cls):
+        hints[f.name] = str(f.type).replace("typing.", "")
+    return hints
+
+
+def docstring_help(cls: type) -> dict[str, str]:
+    """swift documents its fields in the classes' docstrings ("name (type): text ..."): field -> text."""
+    docs: dict[str, str] = {}
+    entry = re.compile(r"^(\s*)(\w+) \(([^)]*)\):\s*(.*)$")
+    for klass in reversed(cls.__mro__):
+        current, indent = None, 0
+        for line in (klass.__doc__ or "").splitlines():
+            found = entry.match(line)
+            if found:
+                current, indent = found.group(2), len(found.group(1))
+                docs[current] = found.group(4).strip()
+            elif current and line.strip() and len(line) - len(line.lstrip()) > indent:
+                docs[current] += " " + line.strip()
+            else:
+                current = None
+    return docs
+
+
+def deepspeed_presets() -> list[str]:
+    """The DeepSpeed presets swift ships (`--deepspeed zero2` ...), from its own config folder."""
+    spec = importlib.util.find_spec("swift")
+    folders = [Path(p) / "config" for p in (spec.submodule_search_locations or [])] if spec else []
+    return sorted(p.stem for folder in folders for p in folder.glob("zero*.json"))
+
+
+def _describe(action: argparse.Action, types: dict[str, str], docs: dict[str, str]) -> dict[str, Any]:
+    declared = types.get(action.dest, "")
+    is_list = action.nargs in ("+", "*")
+    return {
+        "name": action.dest,
+        "flags": list(action.option_strings),
+        "negations": list(getattr(action, "workbench_negations", [])),
+        "type": _kind(action, declared),
+        "declared": declared,
+        "default": _jsonable(action.default),
+        "choices": [_jsonable(c) for c in action.choices] if action.choices else None,
+        "is_list": is_list,
+        "nargs": action.nargs if isinstance(action.nargs, (str, type(None))) else int(action.nargs),
+        "required": bool(action.required),
+        "help": (action.help or "").strip() or docs.get(action.dest, ""),
+        "optional_value": action.nargs == "?",
+    }
+
+
+def _kind(action: argparse.Action, declared: str) -> str:
+    """bool | int | float | str | dict (JSON text) | other: how a value given as text is read."""
+    conv = action.type
+    name = getattr(conv, "__name__", "") if conv is not None else "str"
+    if name == "string_to_bool":
+        return "bool"
+    if conv in (int, float, str):
+        return conv.__name__
+    if conv is None:
+        return "str"
+    if "dict" in declared.lower() or "json" in name.lower():
+        return "dict"
+    return name or "other"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if dataclasses.is_dataclass(value):
+        return repr(value)
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if hasattr(value, "value"):  # enums (transformers' IntervalStrategy ...)
+            return _jsonable(value.value)
+        return str(value)
+

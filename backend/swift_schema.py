@@ -1,0 +1,215 @@
+"""ms-swift's own argument schema (parent side) and the rules for `extra_swift_args`.
+
+The schema comes from the `swift_args` oracle question (swift's `HfArgumentParser`, read in a child
+process, cached by the ms-swift and transformers versions). Nothing here imports swift.
+
+`extra_problems()` is the one check of `extra_swift_args`: unknown names (with the closest ones),
+abbreviations argparse would expand, values of the wrong type or outside `choices`, values that
+begin with `-`, names the profile manages, and secrets, which go to the environment instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.oracle import OracleError, ask, cached
+
+LIBRARIES = ("ms-swift", "transformers")
+# bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
+SCHEMA_PAYLOAD = {"format": 2}
+COMMANDS = ("sft", "pt", "export", "infer")
+
+# secrets swift can read from the environment instead of its command line: flag -> variables
+# (hub_token: ModelScope reads MODELSCOPE_API_TOKEN when the flag is absent, huggingface_hub HF_TOKEN;
+# swanlab_token: swanlab reads SWANLAB_API_KEY)
+SECRET_ENV = {"hub_token": ("MODELSCOPE_API_TOKEN", "HF_TOKEN"), "swanlab_token": ("SWANLAB_API_KEY",)}
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY)(_|$)")
+
+
+def is_secret_name(name: str) -> bool:
+    """A swift flag or environment variable whose value must never be shown or stored
+    (hub_token, HF_TOKEN, WANDB_API_KEY ...; not max_new_tokens or TOKENIZERS_PARALLELISM)."""
+    return bool(SECRET_NAME.search(name.upper()))
+
+
+@dataclass(frozen=True)
+class SwiftField:
+    name: str
+    type: str  # bool | int | float | str | dict | <other>: how swift reads a value given as text
+    default: Any
+    choices: tuple[Any, ...] | None
+    is_list: bool
+    help: str
+    declared: str = ""
+    negations: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        kind = f"list of {self.type}" if self.is_list else self.type
+        if self.choices:
+            kind = "one of " + "|".join(str(c) for c in self.choices if c is not None)
+        return f"{kind}, swift default {self.default!r}"
+
+
+@dataclass
+class SwiftSchema:
+    swift_version: str
+    commands: dict[str, dict[str, SwiftField]] = field(default_factory=dict)
+    deepspeed_presets: tuple[str, ...] = ()
+
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any]) -> SwiftSchema:
+        commands = {}
+        for command, data in answer["commands"].items():
+            commands[command] = {
+                f["name"]: SwiftField(
+                    name=f["name"], type=f["type"], default=f["default"],
+                    choices=tuple(f["choices"]) if f.get("choices") else None, is_list=bool(f["is_list"]),
+                    help=f.get("help", ""), declared=f.get("declared", ""),
+                    negations=tuple(n.removeprefix("--") for n in f.get("negations", [])),
+                )
+                for f in data["fields"]
+            }
+        return cls(swift_version=answer.get("swift_version", "unknown"), commands=commands,
+                   deepspeed_presets=tuple(answer.get("deepspeed_presets", ())))
+
+    def fields(self, command: str = "sft") -> dict[str, SwiftField]:
+        return self.commands.get(command, {})
+
+    def closest(self, name: str, command: str = "sft", n: int = 3) -> list[str]:
+        return difflib.get_close_matches(name, list(self.fields(command)), n=n, cutoff=0.6)
+
+    def expansions(self, name: str, command: str = "sft") -> list[str]:
+        """Flags argparse would expand `--name` to (allow_abbrev): every flag it is a prefix of."""
+        names = [*self.fields(command), *(n for f in self.fields(command).values() for n in f.negations)]
+        return sorted(n for n in names if n != name and n.startswith(name))
+
+
+def _on_ui_thread() -> bool:
+    """True on a Textual app's main thread, where a 10 s child must never be waited for."""
+    return "textual" in sys.modules and threading.current_thread() is threading.main_thread()
+
+
+def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: bool | None = None) -> SwiftSchema | None:
+    """swift's schema: cached, or asked once (about 10 s) unless on the UI thread; None when unavailable."""
+    hit = cached("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES)
+    if hit is not None:
+        return SwiftSchema.from_answer(hit)
+    if allow_ask is False or (allow_ask is None and _on_ui_thread()):
+        return None
+    answer = ask("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES, progress=progress, timeout=300)
+    return SwiftSchema.from_answer(answer)
+
+
+def require_schema(progress: Callable[[str], None] | None = None) -> SwiftSchema:
+    schema = load_schema(progress=progress, allow_ask=True)
+    assert schema is not None
+    return schema
+
+
+def swift_parse(argvs: list[list[str]], command: str = "sft") -> list[dict[str, Any]]:
+    """swift's own parser's reading of each argument list (child process, cached by content)."""
+    answer = ask("swift_parse", {"command": command, "argvs": argvs}, libraries=LIBRARIES, timeout=300)
+    return answer["results"]
+
+
+# ---------------------------------------------------------------- extra_swift_args
+
+
+@dataclass(frozen=True)
+class ArgProblem:
+    key: str
+    message: str
+    fix: str
+
+
+def _texts(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return [("true" if v else "false") if isinstance(v, bool) else str(v) for v in values]
+
+
+def value_problem(spec: SwiftField, value: Any) -> str | None:
+    """Why `value` is not something swift's parser would accept for `spec` (None when it is)."""
+    if isinstance(value, list) and not spec.is_list:
+        return f"takes one value, got a list of {len(value)}"
+    if isinstance(value, list) and not value:
+        return "an empty list passes no value; remove the key for swift's default"
+    for text in _texts(value):
+        if spec.choices and text not in {str(c) for c in spec.choices if c is not None}:
+            allowed = ", ".join(str(c) for c in spec.choices if c is not None)
+            return f"{text!r} is not one of {allowed}"
+        if spec.type == "bool" and text.lower() not in ("true", "false", "yes", "no", "1", "0", "y", "n", "t", "f"):
+            return f"{text!r} is not a boolean (true/false)"
+        if spec.type in ("int", "float"):
+            try:
+                int(text) if spec.type == "int" else float(text)
+            except ValueError:
+                return f"{text!r} is not {'an integer' if spec.type == 'int' else 'a number'}"
+    return None
+
+
+def extra_problems(extra: dict[str, Any], schema: SwiftSchema | None, managed: dict[str, str],
+                   command: str = "sft") -> list[ArgProblem]:
+    """Every reason `extra` cannot be passed to `swift <command>` as it stands."""
+    problems = []
+    for key, value in extra.items():
+        problems += _key_problems(key, value, schema, managed, command)
+    return problems
+
+
+def _key_problems(key: str, value: Any, schema: SwiftSchema | None, managed: dict[str, str],
+                  command: str) -> list[ArgProblem]:
+    if key in managed:
+        return [ArgProblem(key, f"{key} is managed by the profile ({managed[key]}); a second value would "
+                                f"silently override it.", f"Set {managed[key]} instead.")]
+    dashed = [t for t in _texts(value) if t.startswith("-")]
+    if dashed:
+        return [ArgProblem(key, f"value {dashed[0]!r} begins with '-': swift's parser would read it as a flag.",
+                           "Remove the leading '-' (negative numbers cannot be passed here).")]
+    if is_secret_name(key):
+        if key in SECRET_ENV:
+            names = " or ".join(SECRET_ENV[key])
+            return [ArgProblem(key, f"{key} is a secret: on a command line it is visible in `ps`, logs and "
+                                    f"every checkpoint's training_args.bin.",
+                               f"Remove it; set {names} in your environment, or name it in [env] "
+                               f"({SECRET_ENV[key][0]} = \"\" is read from your environment at launch).")]
+        return [ArgProblem(key, f"{key} looks like a secret and swift reads it only from its command line, "
+                                f"which is visible in `ps`, logs and checkpoints.", "Remove it.")]
+    if schema is None:
+        return []
+    fields = schema.fields(command)
+    spec = fields.get(key)
+    if spec is None:
+        expands = schema.expansions(key, command)
+        if expands:
+            return [ArgProblem(key, f"{key} is not a swift {command} flag; swift's parser would expand it to "
+                                    f"--{expands[0]}" + (f" (or {len(expands) - 1} others)" if len(expands) > 1
+                                                         else "") + ".",
+                               f"Write the full name ({', '.join(expands[:3])}).")]
+        close = schema.closest(key, command)
+        hint = f"Did you mean {', '.join(close)}?" if close else "See `workbench schema --swift`."
+        return [ArgProblem(key, f"{key} is not an argument of swift {command} (ms-swift {schema.swift_version}).",
+                           hint)]
+    why = value_problem(spec, value)
+    if why:
+        return [ArgProblem(key, f"{key}: {why} ({spec.summary}).", "Give a value swift accepts.")]
+    return []
+
+
+def extra_argv(extra: dict[str, Any], schema: SwiftSchema | None, command: str = "sft") -> list[str]:
+    """`--key=value` for single values (nothing after it can be taken for a flag); `--key v1 v2` for lists."""
+    argv: list[str] = []
+    for key, value in extra.items():
+        spec = schema.fields(command).get(key) if schema else None
+        texts = _texts(value)
+        if isinstance(value, list) or (spec is not None and spec.is_list):
+            argv += [f"--{key}", *texts]
+        else:
+            argv.append(f"--{key}={texts[0]}")
+    return argv
