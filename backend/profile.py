@@ -235,14 +235,21 @@ class ProfileError(Exception):
 # ---------------------------------------------------------------- load / save
 
 
+MAX_PROFILE_BYTES = 1_000_000
+NESTED_TOO_DEEP = "values nested too deeply to read (thousands of levels); a profile needs a few"
+
+
 def load_profile(path: str | Path) -> LaunchProfile:
     """Read and validate a TOML profile; raise ProfileError naming file, key and line."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_PROFILE_BYTES:  # (#14) never read an unbounded file into memory
+            raise ProfileError([ProfileProblem(file=str(path), message=(
+                f"{path.stat().st_size:,} bytes: too large for a profile (at most {MAX_PROFILE_BYTES:,})"))])
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileError([ProfileProblem(file=str(path), message="no such file; check the path")]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError) as err:
         raise ProfileError([ProfileProblem(file=str(path), message=f"cannot read: {err}")]) from None
     return parse_profile(text, source=str(path))
 
@@ -250,6 +257,8 @@ def load_profile(path: str | Path) -> LaunchProfile:
 def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # (#14) arrays/tables nested thousands deep
+        raise ProfileError([ProfileProblem(file=source, message=NESTED_TOO_DEEP)]) from None
     except tomllib.TOMLDecodeError as err:
         # Python < 3.14 keeps the position only in the message: "(at line 2, column 7)"
         found = re.search(r"at line (\d+)", str(err))
@@ -257,6 +266,8 @@ def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
         raise ProfileError([ProfileProblem(file=source, line=line, message=f"not valid TOML: {err}")]) from None
     try:
         return LaunchProfile.model_validate(data)
+    except RecursionError:
+        raise ProfileError([ProfileProblem(file=source, message=NESTED_TOO_DEEP)]) from None
     except ValidationError as err:
         raise ProfileError(_problems_from_validation(err, text, source)) from None
 
