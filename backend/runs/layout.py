@@ -65,8 +65,11 @@ def preview_dir(profile_name: str) -> Path:
     return workspace_dir() / "previews" / _slug(profile_name)
 
 
+MAX_SLUG_CHARS = 60  # a folder name is at most 255 bytes; a run id stays readable
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:MAX_SLUG_CHARS].strip("-.") or "run"
 
 
 def new_run_id(profile_name: str) -> str:
