@@ -1,0 +1,385 @@
+"""Terminal traffic: the bytes the real `workbench` TUI writes to its terminal, per screen, per second.
+
+    .venv/bin/python bench/terminal_traffic.py [--sizes 120x36,80x24] [--idle-seconds 10]
+        [--live-seconds 20] [--refresh SECONDS] [--skip-live] [--skip-chat] [--low-bandwidth]
+
+What a user on a slow SSH link pays is what the app writes to its pseudo-terminal. This bench
+starts `workbench` in a pty (TERM=xterm-256color) at each size, drives it with keys as a user
+would, and counts the bytes it writes:
+
+- first paint of each screen: bytes from the key (or start) until the screen is quiet;
+- idle: bytes/s on a screen where nothing changes (launch workspace, runs list with finished
+  runs only, monitor of a finished run) — budget 0;
+- monitor of a live run: a real run of the embedded model (the quickstart made long, one log
+  line per step) trains while the monitor is open — budget 4 KiB/s at 120x36;
+- chat while an answer streams (the run's newest checkpoint, greedy): budget 2x the bytes of
+  the streamed text plus a fixed cost per update (PER_UPDATE_BYTES).
+
+Each figure is printed beside its budget; the exit status is 1 when one is over. The app and
+the training are niced and the training uses one thread, so the bench stays within the
+machine's shared cores. Runs and the run index live in a temporary folder; the model cache
+is the user's (the embedded model is built once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "events"
+WORKBENCH = [sys.executable, "-m", "backend.cli"]  # the code under --app-repo (PYTHONPATH), default this one
+KIB = 1024
+LIVE_BUDGET = {(120, 36): 4 * KIB}  # bytes/s of the live monitor; other sizes: scaled by area
+PAINT_BYTES_PER_CELL = 16  # first paint: at most one full frame of 16 bytes a cell (glyph, colours, moves)
+PER_UPDATE_BYTES = 160  # chat: cursor moves, styles and the last line of the answer, per streamed update
+QUIET_SECONDS = 1.5  # a screen is painted once it wrote nothing for this long
+PROMPT = "Who are you? Tell me about yourself in detail."
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>NOPM78]|\x1b\][^\x07]*\x07")
+KEYS = {"f3": b"\x1bOR", "enter": b"\r", "escape": b"\x1b", "ctrl+q": b"\x11", "ctrl+o": b"\x0f",
+        "tab": b"\t", "backspace": b"\x7f"}
+
+
+@dataclass
+class Figure:
+    size: tuple[int, int]
+    name: str
+    value: float
+    unit: str
+    budget: float | None
+    note: str = ""
+
+    @property
+    def over(self) -> bool:
+        return self.budget is not None and self.value > self.budget
+
+    def line(self) -> str:
+        cols, rows = self.size
+        budget = "-" if self.budget is None else f"{self.budget:,.0f}"
+        verdict = "" if self.budget is None else ("OVER" if self.over else "ok")
+        return (f"{cols}x{rows:<3} {self.name:<34} {self.value:>10,.0f} {self.unit:<7} budget {budget:>8} "
+                f"{verdict:<4} {self.note}")
+
+
+@dataclass
+class Terminal:
+    """`workbench` in a pseudo-terminal: every byte it writes is counted with its time."""
+
+    cols: int
+    rows: int
+    env: dict[str, str]
+    args: list[str] = field(default_factory=list)
+    chunks: list[tuple[float, int]] = field(default_factory=list)
+    text: bytearray = field(default_factory=bytearray)
+
+    def start(self) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", self.rows, self.cols, 0, 0))
+        self.master = master
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            ["nice", "-n", "5", *WORKBENCH, *self.args], stdin=slave, stdout=slave, stderr=slave,
+            env=self.env, cwd=self.env["BENCH_CWD"], start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self.lock:
+                self.chunks.append((time.monotonic(), len(data)))
+                self.text += data
+                if len(self.text) > 4 << 20:
+                    del self.text[: 2 << 20]
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            os.write(self.master, KEYS.get(key, key.encode()))
+            time.sleep(0.15)
+
+    def total(self) -> int:
+        with self.lock:
+            return sum(n for _, n in self.chunks)
+
+    def bytes_between(self, start: float, end: float) -> int:
+        with self.lock:
+            return sum(n for t, n in self.chunks if start <= t < end)
+
+    def last_write(self) -> float:
+        with self.lock:
+            return self.chunks[-1][0] if self.chunks else self.started
+
+    def screen_text(self, since: int = 0) -> str:
+        with self.lock:
+            raw = bytes(self.text[since:])
+        return ANSI.sub(b"", raw).decode("utf-8", errors="replace")
+
+    def mark(self) -> int:
+        with self.lock:
+            return len(self.text)
+
+    def wait_quiet(self, quiet: float = QUIET_SECONDS, timeout: float = 90.0) -> tuple[int, float]:
+        """Wait until nothing was written for `quiet` seconds; bytes written and seconds until the last write."""
+        began = time.monotonic()
+        while True:
+            time.sleep(0.1)
+            now = time.monotonic()
+            if now - max(self.last_write(), began) >= quiet or now - began > timeout:
+                break
+        last = self.last_write()
+        return self.bytes_between(began, now + 1), max(0.0, last - began)
+
+    def first_paint(self, quiet: float = 1.0, cap: float = 6.0) -> tuple[int, str]:
+        """Bytes from a key (or the start) until nothing was written for `quiet` s (at most `cap` s), and when."""
+        began = time.monotonic()
+        while time.monotonic() - began < cap:
+            time.sleep(0.05)
+            if self.process.poll() is not None:
+                raise RuntimeError(f"workbench exited ({self.process.returncode}):\n{self.screen_text()[-2000:]}")
+            last = self.last_write()
+            if last > began and time.monotonic() - last >= quiet:
+                return self.bytes_between(began, last + 1), f"painted in {last - began:.1f} s"
+        return self.bytes_between(began, began + cap), f"still writing after {cap:g} s"
+
+    def wait_for_text(self, pattern: str, since: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        compiled = re.compile(pattern)
+        while time.monotonic() < deadline:
+            if compiled.search(self.screen_text(since)):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def rate(self, seconds: float) -> float:
+        began = time.monotonic()
+        time.sleep(seconds)
+        return self.bytes_between(began, began + seconds) / seconds
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        os.close(self.master)
+
+
+def finished_run(workspace: Path) -> Path:
+    """A finished run of the embedded model (recorded fixture), registered in the run index."""
+    from backend.runs import index
+
+    folder = workspace / "finished-quickstart"
+    folder.mkdir(parents=True)
+    name = "quickstart-short"
+    for suffix, target in (("jsonl", "events.jsonl"), ("output.log", "output.log"), ("state.json", "state.json"),
+                           ("toml", "profile.toml")):
+        shutil.copy(FIXTURES / f"{name}.{suffix}", folder / target)
+    index.register(folder)
+    return folder
+
+
+def start_live_run():
+    """The quickstart made long (one log line per step, a checkpoint every 20 steps), one thread."""
+    from backend.paths import SHIPPED_PROFILES_DIR
+    from backend.profile import load_profile
+    from backend.runs.manager import start_run
+
+    profile = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml")
+    profile.name = "traffic-live"
+    profile.training.num_train_epochs = 200.0
+    profile.training.logging_steps = 1
+    profile.training.save_steps = 20
+    profile.training.save_total_limit = 2
+    return start_run(profile, base_dir=SHIPPED_PROFILES_DIR)
+
+
+def wait_for_steps(run_path: Path, steps: int, timeout: float = 300.0) -> bool:
+    from backend.series import load_store
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = run_path / "events.jsonl"
+        if events.exists():
+            last = load_store(events).last_log or {}
+            if int(last.get("step") or 0) >= steps and any(run_path.glob("**/checkpoint-*")):
+                return True
+        time.sleep(2.0)
+    return False
+
+
+def scaled(budget_120x36: float, size: tuple[int, int]) -> float:
+    return LIVE_BUDGET.get(size, budget_120x36 * size[0] * size[1] / (120 * 36))
+
+
+def paint_budget(size: tuple[int, int]) -> float:
+    return PAINT_BYTES_PER_CELL * size[0] * size[1]
+
+
+def measure_idle_screens(size: tuple[int, int], env: dict[str, str], args: list[str], idle: float) -> list[Figure]:
+    figures: list[Figure] = []
+    term = Terminal(*size, env=env, args=args)
+    term.start()
+    try:
+        painted, when = term.first_paint(quiet=3.0, cap=30.0)  # the workspace fills in as its workers report
+        figures.append(Figure(size, "first paint: launch", painted, "bytes", paint_budget(size), when))
+        term.wait_quiet(quiet=3.0, timeout=20.0)
+        figures.append(Figure(size, "launch idle", term.rate(idle), "B/s", 0))
+        for key, name in (("f3", "runs (finished runs only)"), ("enter", "monitor (finished run)")):
+            term.press(key)
+            painted, when = term.first_paint()
+            figures.append(Figure(size, f"first paint: {name}", painted, "bytes", paint_budget(size), when))
+            term.wait_quiet(timeout=10.0)
+            figures.append(Figure(size, f"{name} idle", term.rate(idle), "B/s", 0))
+    finally:
+        term.close()
+    return figures
+
+
+def measure_live(size: tuple[int, int], env: dict[str, str], args: list[str], seconds: float) -> list[Figure]:
+    term = Terminal(*size, env=env, args=args)
+    term.start()
+    try:
+        term.wait_quiet(quiet=3.0)
+        term.press("f3")
+        term.wait_quiet()
+        term.press("enter")  # running runs come first
+        time.sleep(3.0)  # the monitor's first read and paint
+        rate = term.rate(seconds)
+    finally:
+        term.close()
+    return [Figure(size, "monitor (live run)", rate, "B/s", scaled(4 * KIB, size), f"over {seconds:g} s")]
+
+
+def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str], run_id: str,
+                 answer_bytes: int | None) -> tuple[list[Figure], int | None]:
+    """Open the finished live run's monitor, chat with its newest checkpoint (greedy), count the stream."""
+    term = Terminal(*size, env=env, args=args)
+    term.start()
+    try:
+        term.wait_quiet(quiet=3.0)
+        term.press("f3")
+        term.wait_quiet()
+        term.press("enter")
+        term.wait_quiet()
+        since = term.mark()
+        term.press("t")
+        if not term.wait_for_text(r"ready - loaded", since, timeout=180):
+            return [Figure(size, "chat streaming", 0, "B/s", None, "the model never loaded")], answer_bytes
+        term.wait_quiet()
+        # greedy, 160 tokens: the settings panel, then back to the prompt
+        term.press("ctrl+o", "tab", "tab", *["backspace"] * 6, "0", "tab", "tab", *["backspace"] * 6, "160", "tab")
+        term.wait_quiet()
+        since, began = term.mark(), time.monotonic()
+        term.press(*PROMPT, "enter")
+        done = term.wait_for_text(r"(\d+) tokens in ([\d.]+) s", since, timeout=300)
+        ended = term.last_write()
+        found = re.search(r"(\d+) tokens in ([\d.]+) s", term.screen_text(since))
+        written = term.bytes_between(began, ended + 1)
+    finally:
+        term.close()
+    if not done or found is None:
+        return [Figure(size, "chat streaming", written, "bytes", None, "the answer never ended")], answer_bytes
+    tokens = int(found.group(1))
+    if answer_bytes is None:
+        answer_bytes = greedy_answer_bytes(run_id, env)
+    budget = 2 * (answer_bytes + len(PROMPT)) + PER_UPDATE_BYTES * (tokens + 2)
+    note = (f"{tokens} tokens, answer {answer_bytes} bytes; budget = 2 x (answer + prompt) "
+            f"+ {PER_UPDATE_BYTES} x updates")
+    return [Figure(size, "chat streaming (whole answer)", written, "bytes", budget, note)], answer_bytes
+
+
+def greedy_answer_bytes(run_id: str, env: dict[str, str]) -> int:
+    """The same answer (greedy, same checkpoint) from the headless chat: the bytes of the streamed text."""
+    done = subprocess.run(["nice", "-n", "5", *WORKBENCH, "chat", run_id, "--temperature", "0",
+                           "--max-new-tokens", "160"], input=PROMPT + "\n", capture_output=True, text=True,
+                          env=env, cwd=env["BENCH_CWD"], timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    answer = "\n".join(line for line in lines if not line.startswith(("loading", "ready", "model", "> ", "[")))
+    return len(answer.encode())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="120x36,80x24")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--live-seconds", type=float, default=20.0)
+    parser.add_argument("--refresh", type=float, default=None, help="pass --refresh SECONDS to workbench")
+    parser.add_argument("--low-bandwidth", action="store_true", help="pass --low-bandwidth to workbench")
+    parser.add_argument("--app-repo", type=Path, default=REPO,
+                        help="measure the workbench in this folder (e.g. a `git archive` of an older commit)")
+    parser.add_argument("--skip-live", action="store_true")
+    parser.add_argument("--skip-chat", action="store_true")
+    args = parser.parse_args()
+    app_repo = args.app_repo.resolve()
+    sys.path.insert(0, str(app_repo))
+    os.environ["PYTHONPATH"] = str(app_repo)
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    app_args = (["--refresh", str(args.refresh)] if args.refresh else []) + (
+        ["--low-bandwidth"] if args.low_bandwidth else [])
+
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="traffic-") as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "", "WORKBENCH_DATA_DIR": str(root / "data"),
+               "WORKBENCH_WORKSPACE": str(root / "runs"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "BENCH_CWD": str(root), "LINES": "", "COLUMNS": ""}
+        del env["LINES"], env["COLUMNS"]
+        os.environ.update({k: env[k] for k in ("WORKBENCH_DATA_DIR", "WORKBENCH_WORKSPACE", "OMP_NUM_THREADS")})
+        finished_run(root / "runs")
+        for size in sizes:
+            figures += measure_idle_screens(size, env, app_args, args.idle_seconds)
+            print("\n".join(f.line() for f in figures[-6:]), flush=True)
+        if not args.skip_live:
+            from backend.runs.manager import stop_run
+
+            run = start_live_run()
+            try:
+                if not wait_for_steps(run.path, 20):
+                    print("the live run did not reach step 20 with a checkpoint in time", file=sys.stderr)
+                    return 2
+                for size in sizes:
+                    figures += measure_live(size, env, app_args, args.live_seconds)
+                    print(figures[-1].line(), flush=True)
+            finally:
+                stop_run(run)
+            if not args.skip_chat:
+                answer = None
+                for size in sizes:
+                    found, answer = measure_chat(size, env, app_args, run.run_id, answer)
+                    figures += found
+                    print(figures[-1].line(), flush=True)
+    print("\nterminal traffic of `workbench` (TERM=xterm-256color)")
+    for figure in figures:
+        print(figure.line())
+    over = [f for f in figures if f.over]
+    print(f"\n{len(over)} figure(s) over budget" if over else "\nevery budget holds")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
