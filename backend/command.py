@@ -10,6 +10,7 @@ behind the workbench's back.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -26,7 +27,12 @@ PLUGIN_PATH = PACKAGE_DIR / "plugin" / "workbench_callback.py"
 PLUGIN_CALLBACK_NAME = "workbench_events"
 ACCELERATE_CONFIG_NAME = "accelerate_config.yaml"
 DEEPSPEED_CONFIG_NAME = "deepspeed_config.json"
-SECRET_ENV_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "ACCESS_KEY")
+# environment variables the workbench sets itself or that a profile key decides
+RESERVED_ENV = {"CUDA_VISIBLE_DEVICES": "distribution.gpu_ids", "NPROC_PER_NODE": "distribution.nproc_per_node",
+                "NNODES": "distribution.num_machines", "NODE_RANK": "distribution.machine_rank",
+                "MASTER_ADDR": "distribution.main_process_ip", "MASTER_PORT": "distribution.main_process_port",
+                "PYTHONUNBUFFERED": "the workbench (logs must reach output.log at once)",
+                "TOKENIZERS_PARALLELISM": "the workbench (tokenizer threads in forked workers deadlock)"}
 
 # decoder-layer class per transformers architecture, for FSDP's transformer auto-wrap
 DECODER_LAYER_CLASSES = {
@@ -54,11 +60,23 @@ class LaunchPlan:
     deepspeed_config: dict[str, Any] | None = None
     deepspeed_config_path: Path | None = None
     notes: list[str] = field(default_factory=list)
+    flags: list[SwiftFlag] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # the words extra_swift_args adds
+    launcher: str = "accelerate"
 
     def shell_line(self) -> str:
-        """One copy-pasteable, correctly quoted shell line (environment first)."""
-        assignments = [f"{key}={shlex.quote(value)}" for key, value in sorted(self.env.items())]
+        """One copy-pasteable, correctly quoted shell line (environment first, secrets as ***)."""
+        assignments = [f"{key}={shlex.quote(value)}" for key, value in sorted(self.redacted_env().items())]
         return " ".join([*assignments, shlex.join(self.argv)])
+
+    def forced(self) -> list[SwiftFlag]:
+        """The flags the workbench passes whatever the profile says, each with its reason."""
+        return [flag for flag in self.flags if flag.forced]
+
+    def as_json(self) -> dict[str, Any]:
+        """`workbench show --json`: what runs, secrets as ***."""
+        return {"argv": self.argv, "env": self.redacted_env(), "accelerate_config": self.accelerate_config,
+                "launcher": self.launcher}
 
     def accelerate_yaml(self) -> str:
         return yaml.safe_dump(self.accelerate_config, sort_keys=True)
@@ -71,7 +89,9 @@ class LaunchPlan:
             self.deepspeed_config_path.write_text(json.dumps(self.deepspeed_config, indent=2), encoding="utf-8")
 
     def redacted_env(self) -> dict[str, str]:
-        return {k: ("***" if any(m in k.upper() for m in SECRET_ENV_MARKERS) else v) for k, v in self.env.items()}
+        from backend.swift_schema import is_secret_name
+
+        return {k: ("***" if is_secret_name(k) else v) for k, v in self.env.items()}
 
 
 def uses_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> bool:
@@ -102,18 +122,22 @@ def build_launch(
     model = model_path or resolve_model(profile.model.source, base_dir)
     config = accelerate_config(profile, hardware, rank, model_dir=model)
     config_path = run_dir / ACCELERATE_CONFIG_NAME
-    ds_config = deepspeed_config(profile) if profile.distribution.strategy == "deepspeed" else None
+    ds = profile.distribution.deepspeed
+    own_ds = profile.distribution.strategy == "deepspeed" and not ds.config
+    ds_config = deepspeed_config(profile) if own_ds else None
     ds_path = run_dir / DEEPSPEED_CONFIG_NAME if ds_config else None
+    flags = swift_flags(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path)
     argv = [
         python, "-m", "accelerate.commands.launch", "--config_file", str(config_path),
         *rendezvous_args(profile, rank),
-        "-m", "swift.cli.sft",
-        *swift_sft_args(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path),
+        "-m", f"swift.cli.{profile.task}",
+        *(word for flag in flags for word in flag.words()), *(extra := extra_args(profile)),
     ]
     env = launch_env(profile, run_dir)
     return LaunchPlan(
         argv=argv, env=env, cwd=str(run_dir), accelerate_config=config, accelerate_config_path=config_path,
-        output_dir=output_dir, deepspeed_config=ds_config, deepspeed_config_path=ds_path,
+        output_dir=output_dir, deepspeed_config=ds_config, deepspeed_config_path=ds_path, flags=flags,
+        extra=extra,
     )
 
 
@@ -126,17 +150,25 @@ def rendezvous_args(profile: LaunchProfile, machine_rank: int) -> list[str]:
     """
     d = profile.distribution
     if d.num_machines == 1:
-        return []
+        # one machine: the rendezvous port only when the profile sets it (two runs side by side)
+        set_port = "main_process_port" in d.model_fields_set and d.world_size > 1
+        return ["--main_process_port", str(d.main_process_port)] if set_port else []
     return ["--machine_rank", str(machine_rank), "--main_process_ip", d.main_process_ip,
             "--main_process_port", str(d.main_process_port), "--rdzv_backend", d.rdzv_backend]
 
 
 def launch_env(profile: LaunchProfile, run_dir: Path) -> dict[str, str]:
+    from backend.swift_schema import is_secret_name
+
     env = {
         "WORKBENCH_RUN_DIR": str(run_dir),
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
+    for key, value in profile.env.items():
+        if is_secret_name(key):
+            value = os.environ.get(key, "")  # a secret is read at launch, never stored in the profile
+        env[key] = value
     if profile.distribution.gpu_ids:
         env.update(visible_devices_env(profile.distribution.gpu_ids))
     if profile.precision.fp16:
@@ -151,6 +183,55 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+def _text(value: Any) -> str:
+    return _bool(value) if isinstance(value, bool) else repr(value) if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class SwiftFlag:
+    """One `swift sft` flag of a launch, with where it comes from.
+
+    `key` is the profile key that decides it (empty when none does); `reason` is set when the
+    workbench passes the flag whether or not the profile sets anything (paths, plugin, CPU flags).
+    """
+
+    name: str
+    values: tuple[str, ...]
+    key: str = ""
+    reason: str = ""
+    equals: bool = False  # rendered `--name=value`: a value beginning with '-' stays a value
+
+    def words(self) -> list[str]:
+        if self.equals:
+            return [f"--{self.name}={self.values[0]}"]
+        return [f"--{self.name}", *self.values]
+
+    @property
+    def forced(self) -> bool:
+        return bool(self.reason)
+
+
+class _Flags:
+    def __init__(self) -> None:
+        self.items: list[SwiftFlag] = []
+
+    def set(self, name: str, value: Any, key: str, *, equals: bool = False) -> None:
+        """Pass `--name value` (not None)."""
+        if value is None:
+            return
+        values = tuple(_text(v) for v in value) if isinstance(value, (list, tuple)) else (_text(value),)
+        self.items.append(SwiftFlag(name, values, key, equals=equals))
+
+    def given(self, section: Any, name: str, flag: str | None = None, *, prefix: str, equals: bool = False) -> None:
+        """Pass the profile key `prefix.name` only when the profile sets it (never a workbench default)."""
+        if name in section.model_fields_set:
+            self.set(flag or name, getattr(section, name), f"{prefix}.{name}", equals=equals)
+
+    def force(self, name: str, value: Any, reason: str, key: str = "") -> None:
+        values = tuple(_text(v) for v in value) if isinstance(value, (list, tuple)) else (_text(value),)
+        self.items.append(SwiftFlag(name, values, key, reason=reason))
+
+
 def swift_sft_args(
     profile: LaunchProfile,
     hardware: HardwareInfo,
@@ -161,86 +242,187 @@ def swift_sft_args(
     ds_path: Path | None,
 ) -> list[str]:
     """`swift sft` arguments with ms-swift 4.x names, every path absolute."""
+    flags = swift_flags(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path)
+    return [word for flag in flags for word in flag.words()] + extra_args(profile)
+
+
+def extra_args(profile: LaunchProfile) -> list[str]:
+    from backend.swift_schema import extra_argv, load_schema
+
+    return extra_argv(profile.extra_swift_args, load_schema(allow_ask=False))
+
+
+def swift_flags(
+    profile: LaunchProfile,
+    hardware: HardwareInfo,
+    *,
+    model: str,
+    output_dir: Path,
+    base_dir: Path | None,
+    ds_path: Path | None,
+) -> list[SwiftFlag]:
+    """The flags the profile decides, each with its profile key, and the ones the workbench forces."""
     m, d, p, tr = profile.model, profile.data, profile.precision, profile.training
-    args: list[str] = ["--model", model]
-    for name in ("model_type", "template", "system", "model_author", "model_name"):
-        if getattr(m, name):
-            args += [f"--{name}", str(getattr(m, name))]
-    if m.torch_dtype != "auto":
-        args += ["--torch_dtype", m.torch_dtype]
-    args += ["--dataset", *(resolve_dataset(ref, base_dir) for ref in d.train)]
+    f = _Flags()
+    f.force("model", model, "an absolute path or hub id: a relative one breaks a later export/infer", "model.source")
+    for name in ("model_type", "template"):
+        f.set(name, getattr(m, name), f"model.{name}")
+    f.set("system", m.system, "model.system", equals=True)
+    for name in ("model_author", "model_name"):
+        f.set(name, getattr(m, name), f"model.{name}")
+    f.set("torch_dtype", None if m.torch_dtype == "auto" else m.torch_dtype, "model.torch_dtype")
+    f.force("dataset", [resolve_dataset(ref, base_dir) for ref in d.train],
+            "absolute paths: swift resolves relative ones against its own working directory", "data.train")
     if d.val:
-        args += ["--val_dataset", *(resolve_dataset(ref, base_dir) for ref in d.val)]
-    args += ["--split_dataset_ratio", repr(d.split_dataset_ratio)]
-    args += _tuner_args(profile)
-    # always explicit: swift turns fp16 on by itself for fp32 models otherwise
-    args += ["--bf16", _bool(p.bf16), "--fp16", _bool(p.fp16)]
-    if p.tf32:
-        args += ["--tf32", "true"]
-    args += [
-        "--num_train_epochs", repr(tr.num_train_epochs),
-        "--max_steps", str(tr.max_steps),
-        "--per_device_train_batch_size", str(tr.per_device_train_batch_size),
-        "--per_device_eval_batch_size", str(tr.per_device_eval_batch_size),
-        # explicit: swift's default is 16 / batch size
-        "--gradient_accumulation_steps", str(tr.gradient_accumulation_steps),
-        "--learning_rate", repr(tr.learning_rate),
-        "--lr_scheduler_type", tr.lr_scheduler_type,
-        "--warmup_ratio", repr(tr.warmup_ratio),
-        "--weight_decay", repr(tr.weight_decay),
-        "--max_grad_norm", repr(tr.max_grad_norm),
-        "--max_length", str(tr.max_length),
-        "--gradient_checkpointing", _bool(tr.gradient_checkpointing),
-    ]
-    if tr.gradient_checkpointing and tr.gradient_checkpointing_use_reentrant is not None:
-        kwargs = json.dumps({"use_reentrant": tr.gradient_checkpointing_use_reentrant})
-        args += ["--gradient_checkpointing_kwargs", kwargs]
-    args += [
-        "--logging_steps", str(tr.logging_steps),
-        "--eval_steps", str(tr.eval_steps),
-        "--save_steps", str(tr.save_steps),
-        "--save_total_limit", str(tr.save_total_limit),
-        "--seed", str(tr.seed),
-        "--dataloader_num_workers", str(tr.dataloader_num_workers),
-        "--output_dir", str(output_dir),
-        "--report_to", *profile.output.report_to,
-        "--add_version", "false",
-        # otherwise swift asks the hub about the model and waits ~7 s offline
-        "--check_model", "false",
-    ]
+        f.set("val_dataset", [resolve_dataset(ref, base_dir) for ref in d.val], "data.val")
+    f.given(d, "split_dataset_ratio", prefix="data")
+    _tuner_flags(profile, f)
+    _precision_flags(profile, hardware, f)
+    f.given(p, "tf32", prefix="precision")
+    for name in ("num_train_epochs", "max_steps", "per_device_train_batch_size", "per_device_eval_batch_size",
+                 "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "warmup_ratio",
+                 "weight_decay", "max_grad_norm", "max_length", "gradient_checkpointing"):
+        f.given(tr, name, prefix="training")
+    if tr.gradient_checkpointing is not False and tr.gradient_checkpointing_use_reentrant is not None:
+        f.set("gradient_checkpointing_kwargs", json.dumps({"use_reentrant": tr.gradient_checkpointing_use_reentrant}),
+              "training.gradient_checkpointing_use_reentrant")
+    for name in ("logging_steps", "eval_steps", "save_steps", "save_total_limit", "seed", "dataloader_num_workers"):
+        f.given(tr, name, prefix="training")
+    f.force("output_dir", str(output_dir), "checkpoints go to the run folder (or output.output_dir)",
+            "output.output_dir")
+    f.force("report_to", profile.output.report_to,
+            "the workbench records metrics itself; swift's default would start tensorboard", "output.report_to")
+    f.force("add_version", False, "otherwise swift writes into a v0-<timestamp> subfolder the workbench cannot find")
+    f.force("check_model", False, "otherwise swift asks the hub about the model and waits ~7 s offline")
+    ds = profile.distribution.deepspeed
     if ds_path is not None:
-        args += ["--deepspeed", str(ds_path)]
+        f.force("deepspeed", str(ds_path), "the DeepSpeed JSON the workbench wrote into the run folder",
+                "distribution.deepspeed")
+    elif profile.distribution.strategy == "deepspeed" and ds.config:
+        f.set("deepspeed", deepspeed_reference(ds.config, base_dir), "distribution.deepspeed.config")
     if uses_cpu(profile, hardware):
-        args += ["--use_cpu", "true"]
-    args += ["--external_plugins", str(PLUGIN_PATH), "--callbacks", PLUGIN_CALLBACK_NAME]
-    for key, value in profile.extra_swift_args.items():
-        values = value if isinstance(value, list) else [value]
-        args += [f"--{key}", *(_bool(v) if isinstance(v, bool) else str(v) for v in values)]
-    return args
+        f.force("use_cpu", True, "CPU run: without it several processes train independently into one folder",
+                "distribution.device")
+    f.force("external_plugins", str(PLUGIN_PATH), "the workbench's callback that writes events.jsonl")
+    f.force("callbacks", PLUGIN_CALLBACK_NAME, "the workbench's callback that writes events.jsonl")
+    return f.items
 
 
-def _tuner_args(profile: LaunchProfile) -> list[str]:
+def managed_flags() -> dict[str, str]:
+    """swift flag -> the profile key that decides it (or why the workbench passes it).
+
+    Derived from what the builder emits for probe profiles in which every key is set, on a CPU
+    machine and on a GPU machine, for each tuner and distribution strategy: a flag the builder can
+    emit is a flag `extra_swift_args` must not pass a second time.
+    """
+    global _MANAGED
+    if _MANAGED is None:
+        managed: dict[str, str] = {}
+        for profile, hardware in _probe_profiles():
+            flags = swift_flags(profile, hardware, model="/m", output_dir=Path("/o"), base_dir=None,
+                                ds_path=Path("/d.json") if profile.distribution.strategy == "deepspeed" else None)
+            for flag in flags:
+                managed.setdefault(flag.name, flag.key or f"the workbench: {flag.reason}")
+        _MANAGED = managed
+    return dict(_MANAGED)
+
+
+_MANAGED: dict[str, str] | None = None
+
+
+def _probe_profiles() -> list[tuple[LaunchProfile, HardwareInfo]]:
+    from backend.hardware import GpuInfo
+
+    gpu = HardwareInfo(gpus=(GpuInfo(index=0, name="probe", memory_total_bytes=1 << 36, memory_used_bytes=0,
+                                     utilization_percent=0, compute_capability=(8, 0)),),
+                       cuda_driver_version=(12, 4), cpu_count=2, ram_total_bytes=1 << 34)
+    cpu = HardwareInfo(nvml_error="probe", cpu_count=2, ram_total_bytes=1 << 34)
+    base = _every_key_set(LaunchProfile)
+    probes = []
+    for tuner in ("full", "lora", "qlora"):
+        for strategy, hardware in (("single", cpu), ("deepspeed", gpu), ("fsdp", gpu)):
+            data = json.loads(json.dumps(base))
+            data["tuner"]["type"], data["distribution"]["strategy"] = tuner, strategy
+            data["distribution"]["device"] = "cpu" if hardware is cpu else "cuda"
+            data["precision"]["bf16"] = data["precision"]["fp16"] = None
+            data["data"]["val"] = ["/v.jsonl"]
+            data["model"]["torch_dtype"] = "bfloat16"
+            probes.append((LaunchProfile.model_validate(data), hardware))
+            data["precision"]["bf16"], data["precision"]["fp16"] = True, False
+            probes.append((LaunchProfile.model_validate(data), hardware))
+    return probes
+
+
+def _every_key_set(model: Any) -> dict[str, Any]:
+    """A valid dict giving every key of `model` a value (None-defaults get a sample value)."""
+    from pydantic import BaseModel
+
+    data: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            data[name] = _every_key_set(annotation)
+            continue
+        default = info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+        if default is None:
+            default = next(v for v in _samples(annotation) if _valid(model, name, v))
+        data[name] = default
+    return data
+
+
+def _samples(annotation: Any) -> list[Any]:
+    from typing import Literal, get_args, get_origin
+
+    args = get_args(annotation)
+    literals = [a for arg in args if get_origin(arg) is Literal for a in get_args(arg)]
+    if get_origin(annotation) is Literal:
+        literals = list(args)
+    return [*literals, 8, 0.5, True, "x", ["x"]]
+
+
+def _valid(model: Any, name: str, value: Any) -> bool:
+    from pydantic import ValidationError
+
+    try:
+        model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+        return True
+    except (ValidationError, TypeError, ValueError):
+        return False
+
+
+def _precision_flags(profile: LaunchProfile, hardware: HardwareInfo, f: _Flags) -> None:
+    p = profile.precision
+    if p.bf16 is None and p.fp16 is None and uses_cpu(profile, hardware):
+        reason = "CPU run: swift's own rule turns fp16 on, which accelerate then silently runs in fp32"
+        f.force("bf16", False, reason, "precision.bf16")
+        f.force("fp16", False, reason, "precision.fp16")
+        return
+    f.set("bf16", p.bf16, "precision.bf16")
+    f.set("fp16", p.fp16, "precision.fp16")
+
+
+def _tuner_flags(profile: LaunchProfile, f: _Flags) -> None:
     t = profile.tuner
+    f.set("tuner_type", "full" if t.type == "full" else "lora", "tuner.type")
     if t.type == "full":
-        return ["--tuner_type", "full"]
-    args = [
-        "--tuner_type", "lora",
-        "--lora_rank", str(t.lora_rank),
-        "--lora_alpha", str(t.lora_alpha),
-        "--lora_dropout", repr(t.lora_dropout),
-        "--target_modules", *t.target_modules,
-    ]
+        return
+    for name in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules"):
+        f.given(t, name, prefix="tuner")
     if t.type == "qlora":
-        args += ["--quant_method", t.quant_method, "--quant_bits", str(t.quant_bits)]
+        f.set("quant_method", t.quant_method, "tuner.quant_method")
+        f.set("quant_bits", t.quant_bits, "tuner.quant_bits")
         if t.quant_bits == 4:
-            args += [
-                "--bnb_4bit_quant_type", t.bnb_4bit_quant_type,
-                "--bnb_4bit_use_double_quant", _bool(t.bnb_4bit_use_double_quant),
-                "--bnb_4bit_compute_dtype", t.bnb_4bit_compute_dtype,
-            ]
-            if t.bnb_4bit_quant_storage:
-                args += ["--bnb_4bit_quant_storage", t.bnb_4bit_quant_storage]
-    return args
+            for name in ("bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype",
+                         "bnb_4bit_quant_storage"):
+                f.given(t, name, prefix="tuner")
+
+
+def deepspeed_reference(config: str, base_dir: Path | None) -> str:
+    """swift's preset name as is (swift resolves it in its own config folder), a JSON file as an absolute path."""
+    if config.endswith(".json") or "/" in config:
+        path = Path(config).expanduser()
+        return str(path if path.is_absolute() else ((base_dir or Path.cwd()) / path).resolve())
+    return config
 
 
 def mixed_precision(profile: LaunchProfile) -> str:
@@ -337,7 +519,7 @@ def fsdp_block(profile: LaunchProfile, model_dir: str | None = None) -> dict[str
 
 
 def deepspeed_config(profile: LaunchProfile) -> dict[str, Any]:
-    """A ZeRO-2/3 JSON as ms-swift's own `zero2.json`/`zero3.json` write it ('auto' values are
+    """A ZeRO-0/1/2/3 JSON as ms-swift's own `zeroN.json` write it ('auto' values are
     filled by the HF Trainer from the training arguments)."""
     ds = profile.distribution.deepspeed
     zero: dict[str, Any] = {

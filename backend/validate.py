@@ -153,15 +153,6 @@ def _gpu_asked_without_gpu(profile: LaunchProfile, hardware: HardwareInfo) -> It
 
 
 @rule
-def _use_cpu_overridden(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
-    value = profile.extra_swift_args.get("use_cpu")
-    if _on_cpu(profile, hardware) and value in (False, "false") and profile.distribution.world_size > 1:
-        yield Problem("extra_swift_args.use_cpu", "error",
-                      "use_cpu = false with several CPU processes: each would train on its own into one folder.",
-                      "Remove use_cpu from extra_swift_args.")
-
-
-@rule
 def _single_means_one(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     d = profile.distribution
     if d.strategy == "single" and d.world_size > 1:
@@ -274,14 +265,27 @@ def _multi_node(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Prob
 
 
 @rule
-def _extra_args_collide(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
-    managed = {"model", "dataset", "output_dir", "tuner_type", "external_plugins", "callbacks", "add_version",
-               "bf16", "fp16", "deepspeed", "max_length", "learning_rate"}
-    for key in profile.extra_swift_args:
-        if key in managed:
-            yield Problem(f"extra_swift_args.{key}", "error",
-                          f"{key} is set by the profile itself; two values would be passed.",
-                          "Set it in its own section of the profile.")
+def _extra_swift_args(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """extra_swift_args against swift's own parser (issue #11): names, types, choices, managed keys, secrets."""
+    from backend.command import managed_flags
+    from backend.oracle import OracleError
+    from backend.swift_schema import extra_problems, load_schema
+
+    if not profile.extra_swift_args:
+        return
+    try:
+        schema = load_schema()
+    except OracleError as err:
+        schema = None
+        yield Problem("extra_swift_args", "error", f"swift's argument list could not be read: {err}",
+                      "Check that ms-swift imports (`workbench schema --swift` shows the details).")
+    else:
+        if schema is None:
+            yield Problem("extra_swift_args", "warning",
+                          "swift's argument list is not loaded yet; names and values are checked before launch.",
+                          "Wait a moment, or run `workbench schema --swift` once.")
+    for found in extra_problems(profile.extra_swift_args, schema, managed_flags(), command=profile.task):
+        yield Problem(f"extra_swift_args.{found.key}", "error", found.message, found.fix)
 
 
 # ---------------------------------------------------------------- files
@@ -315,6 +319,53 @@ def _resolve(ref: str, base_dir: Path | None) -> Path:
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         return base_dir / path
     return path
+
+
+@rule
+def _env_section(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """[env]: names a profile key decides are refused; secrets must be in the environment at launch."""
+    import os
+
+    from backend.command import RESERVED_ENV
+    from backend.swift_schema import is_secret_name
+
+    for key in profile.env:
+        if key in RESERVED_ENV or key.startswith("WORKBENCH_"):
+            owner = RESERVED_ENV.get(key, "the workbench")
+            yield Problem(f"env.{key}", "error", f"{key} is set by {owner}; a second value would fight it.",
+                          f"Remove it from [env]" + (f" and set {owner}." if "." in owner else "."))
+        elif is_secret_name(key) and not os.environ.get(key):
+            yield Problem(f"env.{key}", "warning", f"{key} is a secret read from your environment at launch, "
+                          "and it is not set there now.", f"export {key}=... in the shell that launches.")
+
+
+@rule
+def _quant_method_unset(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.tuner.type == "qlora" and profile.tuner.quant_method is None:
+        yield Problem("tuner.quant_method", "warning",
+                      "quant_bits without quant_method: ms-swift 4.6 builds no quantization config, so the base "
+                      "model is not quantized (plain LoRA memory).", "Set quant_method = \"bnb\" for QLoRA.")
+
+
+@rule
+def _deepspeed_config(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    from backend.command import deepspeed_reference
+    from backend.swift_schema import load_schema
+
+    config = profile.distribution.deepspeed.config
+    if profile.distribution.strategy != "deepspeed" or not config:
+        return
+    reference = deepspeed_reference(config, None)
+    if reference != config or config.endswith(".json"):
+        if not Path(reference).is_file() and not Path(config).expanduser().is_file():
+            yield Problem("distribution.deepspeed.config", "error", f"DeepSpeed config {config!r} does not exist.",
+                          "Give a JSON file, or one of swift's presets (zero0 ... zero3_offload).")
+        return
+    schema = load_schema()
+    presets = schema.deepspeed_presets if schema else ()
+    if presets and config not in presets:
+        yield Problem("distribution.deepspeed.config", "error", f"{config!r} is not one of swift's presets.",
+                      f"Use one of {', '.join(presets)}, or a JSON file path.")
 
 
 def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.command import build_launch
+from backend.command import LaunchPlan, build_launch
 from backend.hardware import detect_hardware
 from backend.validate import errors, validate
 
@@ -21,10 +22,14 @@ def show(
     ] = None,
     node: Annotated[int | None, typer.Option("--node", help="Print machine K's command (multi-machine runs).")] = None,
     all_nodes: Annotated[bool, typer.Option("--all-nodes", help="Print every machine's command.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {argv, env, accelerate_config, launcher} as JSON.")]
+    = False,
+    explain: Annotated[bool, typer.Option("--explain", help="List every swift flag with the profile key or the "
+                                                            "reason that puts it there.")] = False,
 ) -> None:
     """Print the exact launch as one copy-pasteable shell line, plus its accelerate config.
 
-    The config files the line points at are written, so the line runs as printed.
+    The config files the line points at are written, so the line runs as printed. Secrets are shown as ***.
     """
     from backend.runs.layout import preview_dir
 
@@ -37,6 +42,12 @@ def show(
     hardware = detect_hardware()
     plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
     plan.write_configs()
+    if as_json:
+        print(json.dumps(plan.as_json(), indent=2))
+        return
+    if explain:
+        print_explanation(plan)
+        return
     for problem in validate(loaded, hardware, base_dir=path.parent):
         err_console.print(str(problem), style="yellow" if problem.severity == "warning" else "red",
                           markup=False, highlight=False, soft_wrap=True)
@@ -46,6 +57,17 @@ def show(
         console.print(f"# DeepSpeed config: {plan.deepspeed_config_path}", highlight=False, soft_wrap=True)
     console.print("# command:", highlight=False)
     print(plan.shell_line())
+
+
+def print_explanation(plan: LaunchPlan) -> None:
+    """Each swift flag and where it comes from; the forced ones with the workbench's reason."""
+    for flag in plan.flags:
+        value = " ".join(flag.values)
+        source = f"forced: {flag.reason}" + (f" (see {flag.key})" if flag.key else "") if flag.forced else flag.key
+        console.print(f"--{flag.name} {value}  <- {source}", highlight=False, markup=False, soft_wrap=True)
+    for word in plan.extra:
+        console.print(f"{word}  <- extra_swift_args", highlight=False, markup=False, soft_wrap=True)
+    console.print("Every other swift flag keeps swift's own default (`workbench schema --swift`).", highlight=False)
 
 
 def check(profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")]) -> None:
@@ -79,10 +101,18 @@ def demo_model(
     console.print(f"{name}: built at {path}")
 
 
-def schema(section: Annotated[str | None, typer.Argument(help="Only this section, e.g. tuner.")] = None) -> None:
-    """List every profile key with its type, default and one-line help."""
+def schema(
+    section: Annotated[str | None, typer.Argument(help="Only this section, e.g. tuner (or a swift flag prefix).")]
+    = None,
+    swift: Annotated[bool, typer.Option("--swift", help="List every flag of swift's own parser, managed or free.")]
+    = False,
+    command: Annotated[str, typer.Option(help="With --swift: sft, pt, export or infer.")] = "sft",
+) -> None:
+    """List every profile key with its type, default and one-line help (or, with --swift, every swift flag)."""
     from backend.profile import schema_rows
 
+    if swift:
+        return swift_schema_listing(section, command)
     rows = [row for row in schema_rows() if section is None or row[0].startswith(section)]
     if not rows:
         fail(f"no section {section!r}; sections: model, data, tuner, precision, distribution, training, output, debug")
@@ -91,8 +121,91 @@ def schema(section: Annotated[str | None, typer.Argument(help="Only this section
                       soft_wrap=True)
 
 
+def swift_schema_listing(prefix: str | None, command: str) -> None:
+    from backend.command import managed_flags
+    from backend.oracle import OracleError
+    from backend.swift_schema import COMMANDS, SECRET_ENV, is_secret_name, load_schema
+
+    if command not in COMMANDS:
+        fail(f"unknown swift command {command!r}; use one of {', '.join(COMMANDS)}")
+    try:
+        schema = load_schema(progress=lambda text: err_console.print(text, style="dim", markup=False,
+                                                                     highlight=False))
+    except OracleError as err:
+        fail(f"could not read swift's arguments: {err}\n{err.detail}")
+    assert schema is not None
+    managed = managed_flags() if command in ("sft", "pt") else {}
+    fields = [f for name, f in schema.fields(command).items() if prefix is None or name.startswith(prefix)]
+    for f in fields:
+        where = f"managed by {managed[f.name]}" if f.name in managed else "free: extra_swift_args"
+        if is_secret_name(f.name):
+            where = f"secret: set {' or '.join(SECRET_ENV.get(f.name, ()))} in [env]" if f.name in SECRET_ENV \
+                else "secret: refused on a command line"
+        help_text = " ".join(f.help.split())
+        console.print(f"{f.name} ({f.summary}) [{where}]: {help_text}", highlight=False, markup=False,
+                      soft_wrap=True)
+    count = len(schema.fields(command))
+    first_class = sum(1 for v in managed.values() if not v.startswith("the workbench"))
+    console.print(f"# ms-swift {schema.swift_version} {command}: {count} flags; {first_class} set by profile keys, "
+                  f"{len(managed) - first_class} forced by the workbench, {count - len(managed)} free",
+                  highlight=False, markup=False)
+
+
+def import_command(
+    source: Annotated[str, typer.Argument(help="A shell script, - for stdin, or the command itself in quotes.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the profile here (TOML).")] = None,
+    command: Annotated[int | None, typer.Option("--command", help="Which swift command of the script (1, 2 ...).")]
+    = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")] = False,
+) -> None:
+    """Turn a `swift sft|pt` command or script into a profile; exit 2 (nothing written) when it cannot be carried."""
+    import sys
+
+    from backend.importer import ImportError_, import_script
+    from backend.oracle import OracleError
+    from backend.profile import profile_to_toml, save_profile
+    from backend.swift_schema import require_schema
+
+    if source == "-":
+        text, base_dir = sys.stdin.read(), Path.cwd()
+    elif Path(source).expanduser().is_file():
+        path = Path(source).expanduser()
+        text, base_dir = path.read_text(encoding="utf-8", errors="replace"), path.resolve().parent
+    else:
+        text, base_dir = source, Path.cwd()
+    if output is not None and output.exists() and not force:
+        fail(f"{output} exists; choose another name or pass --force")
+    try:
+        schema = require_schema(progress=lambda line: err_console.print(line, style="dim", markup=False,
+                                                                       highlight=False))
+    except OracleError as err:
+        fail(f"could not read swift's arguments: {err}\n{err.detail}")
+    name = output.stem if output else "imported"
+    try:
+        result = import_script(text, schema, pick=command, name=name, base_dir=base_dir)
+    except ImportError_ as err:
+        _print_refusal(err.reasons, [c.title() for c in err.commands] if len(err.commands) > 1 else [])
+        raise typer.Exit(2) from None
+    for note in result.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if output is None:
+        print(profile_to_toml(result.profile), end="")
+        return
+    save_profile(result.profile, output)
+    err_console.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _print_refusal(reasons: list[str], commands: list[str]) -> None:
+    for reason in reasons:
+        err_console.print(f"cannot import: {reason}", style="red", markup=False, highlight=False, soft_wrap=True)
+    for number, title in enumerate(commands, 1):
+        err_console.print(f"  [{number}] {title}", markup=False, highlight=False, soft_wrap=True)
+    err_console.print("nothing was written", markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(schema)
     app.command()(show)
     app.command("validate")(check)
     app.command("demo-model")(demo_model)
+    app.command("import")(import_command)

@@ -45,7 +45,8 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape,
         num_gpus=dist.nproc_per_node if dist.strategy != "single" else 1,
         num_nodes=dist.num_machines if dist.strategy != "single" else 1,
         batch_size=train.per_device_train_batch_size,
-        max_length=train.max_length,
+        # unset: swift's default, the model's own limit
+        max_length=train.max_length or shape.max_position_embeddings or 2048,
         gradient_checkpointing=train.gradient_checkpointing or (
             dist.strategy == "fsdp" and dist.fsdp.activation_checkpointing),
         gpu_memory_bytes=gpu_memory_bytes,
