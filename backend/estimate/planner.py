@@ -180,8 +180,16 @@ def _sixteen_bit_name(req: EstimateRequest) -> str:
 
 def _notes(shape: ModelShape, req: EstimateRequest) -> tuple[str, ...]:
     notes = list(req.notes)
-    if not shape.family_known:
-        notes.append(f"model_type {shape.model_type!r} is not a known family; sized as a Llama-style decoder")
+    if not shape.exact and not shape.family_known:
+        notes.append(f"model_type {shape.model_type!r}: estimated, not exact (sized as a Llama-style decoder)")
+    notes.extend(shape.notes)
+    if shape.is_moe:
+        notes.append(f"mixture of experts: weights, gradients and optimizer states of all {shape.num_experts} "
+                     "experts on every GPU (expert parallelism not modelled); activations of the "
+                     f"{shape.experts_per_token} experts each token is routed to, plus the router")
+        if req.tuner == "qlora" and shape.exact and shape.routed_expert_params > sum(
+                s.weight_params * s.count * (s.layers or shape.num_layers) for s in shape.all_linears() if s.expert):
+            notes.append("QLoRA: fused expert tensors are not nn.Linear, so bitsandbytes leaves them in 16 bits")
     if req.max_length > (shape.max_position_embeddings or req.max_length):
         notes.append(f"max_length {req.max_length} exceeds max_position_embeddings {shape.max_position_embeddings}")
     if req.distribution == "fsdp" and req.is_adapter and req.mixed_precision:

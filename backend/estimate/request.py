@@ -7,6 +7,7 @@ follow ms-swift / accelerate where they exist.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 OPTIMIZERS = ("adamw", "adamw_foreach", "paged_adamw_32bit")
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+_MODULE_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_NOT_TARGETS = {"lm_head", "embed_tokens"}
 _ATTN_ALIASES = {"flash_attn": "flash_attention_2", "flash_attention_2": "flash_attention_2",
                  "fa2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 
@@ -129,13 +132,15 @@ class EstimateRequest:
 
     @property
     def resolved_targets(self) -> tuple[str, ...]:
-        """LoRA target module names; 'all-linear' = every decoder Linear (not lm_head)."""
+        """LoRA target module names; 'all-linear' = every decoder Linear (not lm_head), kept as the
+        word 'all-linear' because what it covers depends on the model (the shape resolves it)."""
         if not self.is_adapter:
             return ()
         names: list[str] = []
         for target in self.target_modules:
-            expand = LINEAR_MODULES if target.lower() in ("all-linear", "all_linear", "all") else (target,)
-            names.extend(name for name in expand if name not in names)
+            name = "all-linear" if target.lower() in ("all-linear", "all_linear", "all") else target
+            if name not in names:
+                names.append(name)
         return tuple(names)
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,10 +183,12 @@ def _validate(req: EstimateRequest) -> None:
         raise ValueError("offload needs distribution fsdp or deepspeed (single/DDP cannot offload)")
     if req.offload and req.distribution == "deepspeed" and req.zero_stage == 0:
         raise ValueError("offload needs ZeRO stage 1, 2 or 3")
-    unknown = [t for t in req.resolved_targets if t not in LINEAR_MODULES]
+    # any module name the model has may be targeted (Phi-3's qkv_proj, GPT-NeoX's query_key_value);
+    # the shape resolves them. lm_head / embeddings are not sized as adapter targets.
+    unknown = [t for t in req.resolved_targets if not _MODULE_NAME.fullmatch(t) or t in _NOT_TARGETS]
     if unknown:
-        raise ValueError(f"unknown target module(s) {', '.join(unknown)}; use all-linear or some of "
-                         f"{', '.join(LINEAR_MODULES)}")
+        raise ValueError(f"unknown target module(s) {', '.join(unknown)}; use all-linear or linear layer "
+                         f"names of the model (e.g. {', '.join(LINEAR_MODULES)})")
     if req.is_adapter and not req.resolved_targets:
         raise ValueError("target_modules is empty: LoRA needs at least one module (e.g. all-linear)")
 

@@ -1,20 +1,26 @@
-"""The shape of a decoder-only transformer, read from its `config.json` alone (no weights).
+"""The shape of a decoder-only transformer: the one ModelShape of the workbench.
 
-Everything the memory planner needs is here: layer count, widths, heads, vocabulary, and
-the parameter count computed from those shapes (not taken from the model card), split the
-way the planner needs it (decoder linears that bitsandbytes would quantise, embeddings,
-lm_head, norms, biases).
+Two ways to get one:
 
-Supported: Llama / Mistral / Qwen2 / Qwen2.5 / Qwen3-style dense models (GQA attention,
-SwiGLU MLP with gate/up/down, RMSNorm). Other configs that carry the same keys are read the
-same way and flagged `family_known=False`; mixture-of-experts configs are refused, because
-their expert weights would be counted wrongly.
+* **exact** (`ModelShape.from_oracle`, via `backend.estimate.exact`): transformers' own config
+  class and the model built on the meta device, in a child process, cached. Exact parameter
+  count, every linear layer of every block (fused projections such as Phi-3's `qkv_proj`
+  included), tied embeddings by the config class's default, the decoder layer class, the
+  mixture-of-experts layout, and PEFT's trainable count.
+* **formula** (`from_config_dict` / `from_config_dir`): pure Python from config.json, well under
+  a millisecond, for speed and for the textbook view. Exact for Llama / Mistral / Qwen2 / Qwen2.5
+  / Qwen3-style dense models (a test checks it against transformers to the parameter); anything
+  else is labelled "estimated, not exact", MoE configs included (Llama-style experts).
+
+Everything the memory planner needs is here: layer count, widths, heads, vocabulary, and the
+parameter count split the way the planner needs it (decoder linears that bitsandbytes would
+quantise, embeddings, lm_head, norms, biases, experts).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +29,14 @@ _QKV_BIAS_BY_FAMILY = {"qwen2": True, "qwen2_vl": True, "qwen2_5_vl": True}
 # families with an RMSNorm over head_dim on q and k (Qwen3)
 _QK_NORM_FAMILIES = {"qwen3"}
 KNOWN_FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl"}
-_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 _DTYPE_NAMES = {
     "float32": "fp32", "float": "fp32", "fp32": "fp32",
     "float16": "fp16", "half": "fp16", "fp16": "fp16",
     "bfloat16": "bf16", "bf16": "bf16",
 }
-# the decoder's linear layers, as PEFT/ms-swift name them
+# the decoder's linear layers of the formula's (Llama-style) layout, as PEFT/ms-swift name them
 LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+EXACT, FORMULA = "transformers", "formula"
 
 
 class ConfigError(ValueError):
@@ -45,10 +51,19 @@ class LinearSpec:
     in_features: int
     out_features: int
     bias: bool = False
+    count: int = 1  # instances per block (experts kept as separate nn.Linear: one per expert)
+    layers: int | None = None  # blocks holding it (None: every block)
+    path: str = ""  # inside the block, indices as '*' (e.g. "mlp.experts.*.w1")
+    fused: bool = False  # several projections in one matrix (qkv_proj, gate_up_proj, Wqkv)
+    expert: bool = False
 
     @property
     def weight_params(self) -> int:
         return self.in_features * self.out_features
+
+    def matches(self, target: str) -> bool:
+        """PEFT's rule for a target name: the module's leaf name, or a suffix of its path."""
+        return target == self.name or bool(self.path) and (self.path == target or self.path.endswith("." + target))
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,41 @@ class ModelShape:
     qk_norm: bool = False
     torch_dtype: str | None = None  # as stored in config.json, normalised to fp32/fp16/bf16
     family_known: bool = True
+    # ---- from transformers (exact); empty/None on the formula path
+    source: str = FORMULA  # EXACT ("transformers") or FORMULA
+    exact_params: int | None = None
+    block_linears: tuple[LinearSpec, ...] = ()
+    largest_block_params: int | None = None
+    largest_block_module_params: int | None = None
+    decoder_layer_class: str | None = None
+    fused_projections: tuple[str, ...] = ()
+    peft_counts: tuple[tuple[tuple[str, ...], int], ...] = ()  # (sorted targets, PEFT trainable at r=8)
+    # ---- mixture of experts (0 for dense models)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    shared_experts: int = 0
+    expert_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    moe_layers: int = 0
+    routed_expert_params: int = 0  # every routed expert of every layer
+    router_params: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        return self.source == EXACT
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def count_label(self) -> str:
+        return "exact (transformers)" if self.exact else (
+            "formula" if self.family_known and not self.is_moe else "estimated, not exact (formula)")
+
+    def with_note(self, note: str) -> ModelShape:
+        return replace(self, notes=(*self.notes, note))
 
     # ------------------------------------------------------------ construction
 
@@ -92,19 +142,33 @@ class ModelShape:
 
     @classmethod
     def from_config_dict(cls, d: dict[str, Any], source: str = "config.json") -> ModelShape:
-        """Build a shape from the parsed config; raise ConfigError naming any missing key."""
+        """Formula shape from the parsed config; raise ConfigError naming any missing key.
+
+        Mixture-of-experts configs get a Llama-style expert layout (gate/up/down per expert, a
+        linear router, optional shared experts), labelled as an estimate.
+        """
         cfg = _text_config(d)
-        if any(cfg.get(key) for key in _MOE_KEYS):
-            raise ConfigError(f"{source}: mixture-of-experts models are not supported by the memory planner")
         hidden = _required(cfg, "hidden_size", source)
         heads = _required(cfg, "num_attention_heads", source)
         model_type = str(cfg.get("model_type") or d.get("model_type") or "unknown")
         architectures = cfg.get("architectures") or d.get("architectures") or ["unknown"]
         head_dim = cfg.get("head_dim") or hidden // heads
+        layers = _required(cfg, "num_hidden_layers", source)
+        experts = _first_int(cfg, "num_local_experts", "num_experts", "n_routed_experts") or 0
+        moe: dict[str, Any] = {}
+        if experts:
+            width = _first_int(cfg, "moe_intermediate_size") or _required(cfg, "intermediate_size", source)
+            shared = _first_int(cfg, "n_shared_experts") or 0
+            shared_width = _first_int(cfg, "shared_expert_intermediate_size") or shared * width
+            moe = dict(num_experts=experts, experts_per_token=_first_int(cfg, "num_experts_per_tok") or 1,
+                       shared_experts=shared or (1 if shared_width else 0), expert_intermediate_size=width,
+                       shared_expert_intermediate_size=shared_width, moe_layers=layers,
+                       routed_expert_params=layers * experts * 3 * hidden * width,
+                       router_params=layers * hidden * experts)
         return cls(
             architecture=str(architectures[0]),
             model_type=model_type,
-            num_layers=_required(cfg, "num_hidden_layers", source),
+            num_layers=layers,
             hidden_size=hidden,
             intermediate_size=_required(cfg, "intermediate_size", source),
             num_heads=heads,
@@ -117,8 +181,67 @@ class ModelShape:
             o_bias=bool(cfg.get("attention_bias", False)),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             qk_norm=model_type in _QK_NORM_FAMILIES,
-            torch_dtype=_DTYPE_NAMES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "").lower()),
-            family_known=model_type in KNOWN_FAMILIES,
+            torch_dtype=_dtype(cfg),
+            family_known=model_type in KNOWN_FAMILIES and not experts,
+            **moe,
+        )
+
+    @classmethod
+    def from_oracle(cls, d: dict[str, Any], answer: dict[str, Any], source: str = "config.json") -> ModelShape:
+        """The exact shape transformers answered (backend/oracle/model_shape.py)."""
+        sizes = answer.get("sizes") or {}
+        hidden = int(sizes.get("hidden_size") or 0)
+        heads = int(sizes.get("num_heads") or 0)
+        if not (hidden and heads and answer.get("num_layers")):
+            raise ConfigError(f"{source}: transformers built {answer.get('model_class')} but no decoder sizes")
+        kinds = answer.get("layer_kinds") or []
+        linears = tuple(
+            LinearSpec(lin["name"], int(lin["in"]), int(lin["out"]), bool(lin["bias"]), int(lin["count"]),
+                       int(kind["count"]), lin["path"], bool(lin["fused"]), bool(lin["expert"]))
+            for kind in kinds for lin in kind["linears"])
+        moe = answer.get("moe") or {}
+        routed = sum(e["params"] * k["count"] for k in kinds for e in k["experts"])
+        routed += sum(lin.weight_params * lin.count * (lin.layers or 1) for lin in linears if lin.expert)
+        num_experts = int(moe.get("num_experts") or 0)
+        block_modules = [lin.weight_params + (lin.out_features if lin.bias else 0) for lin in linears]
+        block_modules += [sum(e["params"] for e in k["experts"]) for k in kinds]
+        ei = moe.get("expert_intermediate_size") or (
+            routed // max(1, moe.get("moe_layers") or 1) // max(1, num_experts) // (3 * hidden) if num_experts else 0)
+        architectures = d.get("architectures") or [answer.get("model_class") or "unknown"]
+        return cls(
+            architecture=str(architectures[0]),
+            model_type=str(answer.get("model_type") or d.get("model_type") or "unknown"),
+            num_layers=int(answer["num_layers"]),
+            hidden_size=hidden,
+            intermediate_size=int(sizes.get("intermediate_size") or 4 * hidden),
+            num_heads=heads,
+            num_kv_heads=int(sizes.get("num_kv_heads") or heads),
+            head_dim=int(sizes.get("head_dim") or hidden // heads),
+            vocab_size=int(sizes.get("vocab_size") or 0),
+            max_position_embeddings=sizes.get("max_position_embeddings"),
+            tie_word_embeddings=bool(answer.get("tied_embeddings")),
+            qkv_bias=any(lin.bias for lin in linears if lin.name in ("q_proj", "qkv_proj", "query_key_value")),
+            o_bias=any(lin.bias for lin in linears if lin.name in ("o_proj", "dense", "out_proj")),
+            torch_dtype=_dtype(_text_config(d)),
+            family_known=True,
+            source=EXACT,
+            exact_params=int(answer["parameters"]),
+            block_linears=linears,
+            largest_block_params=max((int(k["params"]) for k in kinds), default=0),
+            largest_block_module_params=max(block_modules, default=0),
+            decoder_layer_class=answer.get("decoder_layer_class"),
+            fused_projections=tuple(answer.get("fused") or ()),
+            peft_counts=tuple((tuple(sorted(_as_list(p["target_modules"]))), int(p["trainable"]))
+                              for p in answer.get("peft") or () if "trainable" in p),
+            num_experts=num_experts,
+            experts_per_token=int(moe.get("experts_per_token") or 0),
+            shared_experts=int(moe.get("shared_experts") or 0),
+            expert_intermediate_size=int(ei or 0),
+            shared_expert_intermediate_size=int(moe.get("shared_expert_intermediate_size") or 0) or (
+                int(moe.get("shared_experts") or 0) * int(ei or 0)),
+            moe_layers=int(moe.get("moe_layers") or 0),
+            routed_expert_params=routed if num_experts else 0,
+            router_params=int((moe.get("router") or {}).get("params") or 0) * int(moe.get("moe_layers") or 0),
         )
 
     # ------------------------------------------------------------ module shapes
@@ -132,24 +255,64 @@ class ModelShape:
         """Width of k_proj / v_proj outputs: smaller than q under GQA."""
         return self.num_kv_heads * self.head_dim
 
+    @property
+    def mlp_width(self) -> int:
+        """Width of the MLP a token goes through: the dense MLP, or its top-k experts plus the shared ones."""
+        if not self.is_moe:
+            return self.intermediate_size
+        return self.experts_per_token * self.expert_intermediate_size + self.shared_expert_intermediate_size
+
     def linear_layers(self) -> tuple[LinearSpec, ...]:
-        """The seven linear layers of one decoder block, with real (GQA) sizes."""
+        """The linear layers of one decoder block, with real (GQA, fused) sizes."""
+        if self.block_linears:
+            seen: dict[str, LinearSpec] = {}
+            for spec in self.block_linears:
+                seen.setdefault(spec.path or spec.name, spec)
+            return tuple(seen.values())
         h, i = self.hidden_size, self.intermediate_size
-        return (
+        attention = (
             LinearSpec("q_proj", h, self.q_dim, self.qkv_bias),
             LinearSpec("k_proj", h, self.kv_dim, self.qkv_bias),
             LinearSpec("v_proj", h, self.kv_dim, self.qkv_bias),
             LinearSpec("o_proj", self.q_dim, h, self.o_bias),
+        )
+        if self.is_moe:
+            i = self.shared_expert_intermediate_size
+            if not i:
+                return attention
+        return attention + (
             LinearSpec("gate_proj", h, i, self.mlp_bias),
             LinearSpec("up_proj", h, i, self.mlp_bias),
             LinearSpec("down_proj", i, h, self.mlp_bias),
         )
+
+    def all_linears(self) -> tuple[LinearSpec, ...]:
+        """Every decoder linear kind, with its instances per block and the blocks holding it."""
+        return self.block_linears or tuple(replace(s, layers=self.num_layers) for s in self.linear_layers())
+
+    def targeted(self, targets: tuple[str, ...]) -> tuple[LinearSpec, ...]:
+        """The linears a LoRA target list adapts (`all-linear`: every decoder linear, never lm_head)."""
+        if any(t.lower() in ("all-linear", "all_linear", "all") for t in targets):
+            return self.all_linears()
+        return tuple(s for s in self.all_linears() if any(s.matches(t) for t in targets))
+
+    def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
+        """Trainable LoRA parameters: PEFT's own count when transformers answered for these targets
+        (scaled by rank: A is r x in, B is out x r), else r * (in + out) for every targeted linear."""
+        key = tuple(sorted(targets))
+        for asked, trainable in self.peft_counts:
+            if asked == key:
+                return trainable * rank // 8
+        return sum(rank * (s.in_features + s.out_features) * s.count * (s.layers or self.num_layers)
+                   for s in self.targeted(targets))
 
     # ------------------------------------------------------------ parameter counts
 
     @property
     def linear_weight_params_per_layer(self) -> int:
         """Weights of the decoder linears (what bitsandbytes quantises), one block."""
+        if self.block_linears:
+            return self.linear_weight_params // max(1, self.num_layers)
         return sum(spec.weight_params for spec in self.linear_layers())
 
     @property
@@ -163,7 +326,11 @@ class ModelShape:
 
     @property
     def params_per_layer(self) -> int:
-        return self.linear_weight_params_per_layer + self.bias_params_per_layer + self.norm_params_per_layer
+        """One decoder block (the largest one when blocks differ); routed experts included."""
+        if self.largest_block_params:
+            return self.largest_block_params
+        experts = (self.routed_expert_params + self.router_params) // max(1, self.num_layers)
+        return self.linear_weight_params_per_layer + self.bias_params_per_layer + self.norm_params_per_layer + experts
 
     @property
     def embedding_params(self) -> int:
@@ -180,6 +347,10 @@ class ModelShape:
 
     @property
     def linear_weight_params(self) -> int:
+        """Weights of every decoder nn.Linear (what QLoRA packs in 4 bits); fused 3-D expert
+        tensors are not nn.Linear modules and stay in 16 bits."""
+        if self.block_linears:
+            return sum(s.weight_params * s.count * (s.layers or self.num_layers) for s in self.block_linears)
         return self.num_layers * self.linear_weight_params_per_layer
 
     @property
@@ -189,12 +360,25 @@ class ModelShape:
 
     @property
     def total_params(self) -> int:
+        if self.exact_params is not None:
+            return self.exact_params
         return (
-            self.num_layers * self.params_per_layer
+            self.num_layers * (self.linear_weight_params_per_layer + self.bias_params_per_layer
+                               + self.norm_params_per_layer)
+            + self.routed_expert_params
+            + self.router_params
             + self.embedding_params
             + self.lm_head_params
             + self.final_norm_params
         )
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token goes through: all but the routed experts it is not sent to."""
+        if not self.is_moe:
+            return self.total_params
+        idle = self.routed_expert_params * (self.num_experts - self.experts_per_token) // self.num_experts
+        return self.total_params - idle
 
     @property
     def non_embedding_params(self) -> int:
@@ -204,11 +388,11 @@ class ModelShape:
     @property
     def largest_module_params(self) -> int:
         """Largest single nn.Module (DeepSpeed's 'largest layer'): often the embedding."""
-        return max(
-            self.embedding_params,
-            self.lm_head_params,
-            max(spec.weight_params + (spec.out_features if spec.bias else 0) for spec in self.linear_layers()),
-        )
+        block = self.largest_block_module_params or max(
+            spec.weight_params + (spec.out_features if spec.bias else 0) for spec in self.linear_layers())
+        if self.is_moe and not self.largest_block_module_params:
+            block = max(block, self.routed_expert_params // max(1, self.moe_layers))
+        return max(self.embedding_params, self.lm_head_params, block)
 
     def summary(self) -> dict[str, Any]:
         """Plain dict for JSON output."""
@@ -226,7 +410,32 @@ class ModelShape:
             "tie_word_embeddings": self.tie_word_embeddings,
             "total_params": self.total_params,
             "family_known": self.family_known,
+            "source": self.source,
+            "count": self.count_label,
+            "decoder_layer_class": self.decoder_layer_class,
+            "fused_projections": list(self.fused_projections),
+            "moe": {"num_experts": self.num_experts, "experts_per_token": self.experts_per_token,
+                    "shared_experts": self.shared_experts, "routed_expert_params": self.routed_expert_params,
+                    "router_params": self.router_params, "active_params": self.active_params,
+                    "expert_parallelism": "not modelled: every GPU holds every expert"} if self.is_moe else None,
+            "notes": list(self.notes),
         }
+
+
+def _dtype(cfg: dict[str, Any]) -> str | None:
+    return _DTYPE_NAMES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "").lower())
+
+
+def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
 def _text_config(d: dict[str, Any]) -> dict[str, Any]:

@@ -116,7 +116,7 @@ class ParamInventory:
         adapters = lora_params(shape, req)
         if req.tuner == "lora":
             return cls(trainable=adapters, frozen_dense=shape.total_params)
-        rows = shape.num_layers * sum(spec.out_features for spec in shape.linear_layers())
+        rows = sum(s.out_features * s.count * (s.layers or shape.num_layers) for s in shape.all_linears())
         return cls(trainable=adapters, frozen_dense=shape.dense_kept_params,
                    frozen_quantized=shape.linear_weight_params, quantized_rows=rows)
 
@@ -126,13 +126,13 @@ class ParamInventory:
 
 
 def lora_params_per_layer(shape: ModelShape, req: EstimateRequest) -> int:
-    """r * (in + out) for every targeted linear of one block (A is r x in, B is out x r)."""
-    targets = set(req.resolved_targets)
-    return sum(req.lora_rank * (s.in_features + s.out_features) for s in shape.linear_layers() if s.name in targets)
+    """LoRA parameters of one block (the average block when blocks differ)."""
+    return lora_params(shape, req) // max(1, shape.num_layers)
 
 
 def lora_params(shape: ModelShape, req: EstimateRequest) -> int:
-    return shape.num_layers * lora_params_per_layer(shape, req)
+    """PEFT's count when transformers answered for these targets, else r * (in + out) per targeted linear."""
+    return shape.lora_params(req.lora_rank, req.resolved_targets)
 
 
 def quantized_weight_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
@@ -220,14 +220,21 @@ def model_state_terms(inv: ParamInventory, req: EstimateRequest) -> tuple[dict[s
 def layer_activation_parts(shape: ModelShape, req: EstimateRequest) -> dict[str, float]:
     """Bytes autograd keeps per token for one decoder layer, by origin."""
     a = req.compute_bytes
-    h, i = shape.hidden_size, shape.intermediate_size
+    h, i = shape.hidden_size, shape.mlp_width
     full = req.tuner == "full"
-    return {
+    parts = {
         "norms": 2 * _norm_bytes(req, h, trainable=full) + _qk_norm_bytes(shape, req),
         "linear_inputs": _linear_input_bytes(shape, req),
         "attention": _attention_bytes(shape, req),
-        "mlp": (2 if req.liger_kernel else 3) * a * i,  # silu input, silu output, up output (liger recomputes silu)
+        # silu input, silu output, up output (liger recomputes silu); MoE: the top-k experts each
+        # token is routed to, plus the shared experts
+        "mlp": (2 if req.liger_kernel else 3) * a * i,
     }
+    if shape.is_moe:
+        # router logits (16-bit) and their fp32 softmax, the routing weights and the gathered
+        # per-expert copies of the token's hidden state
+        parts["router"] = (a + 4 + 4) * shape.num_experts + a * h * shape.experts_per_token
+    return parts
 
 
 def _norm_bytes(req: EstimateRequest, width: int, trainable: bool) -> float:
@@ -253,17 +260,26 @@ def _linear_input_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     adapter dtype and applies dropout: 1-byte mask + 16-bit copy), plus lora_A's r-wide output.
     """
     a = req.compute_bytes
-    targets = set(req.resolved_targets)
     if req.tuner == "full":
-        return a * (2 * shape.hidden_size + shape.q_dim + shape.intermediate_size)
-    lora_outputs = a * req.lora_rank * len(targets)
+        return a * (2 * shape.hidden_size + shape.q_dim + shape.mlp_width)
+    adapted = list({(s.path or s.name): s for s in shape.targeted(req.resolved_targets)}.values())  # one block
+    lora_outputs = a * req.lora_rank * len(adapted)
     if req.lora_dropout == 0 and req.adapter_dtype in ("bf16", "fp16"):
         # no cast and no dropout: lora_A keeps the very tensor its base layer received, shared
-        groups = ((shape.hidden_size, {"q_proj", "k_proj", "v_proj"}), (shape.q_dim, {"o_proj"}),
-                  (shape.hidden_size, {"gate_proj", "up_proj"}), (shape.intermediate_size, {"down_proj"}))
-        return sum(a * width for width, names in groups if names & targets) + lora_outputs
+        # by the projections that read the same input (q/k/v, or one fused qkv; gate/up)
+        inputs = {(s.in_features, _input_group(s.name)): s.in_features for s in adapted}
+        return sum(a * width for width in inputs.values()) + lora_outputs
     per_input = (1 + a) if req.lora_dropout > 0 else a
-    return sum(per_input * s.in_features for s in shape.linear_layers() if s.name in targets) + lora_outputs
+    return sum(per_input * s.in_features for s in adapted) + lora_outputs
+
+
+def _input_group(name: str) -> str:
+    """Projections that read the same tensor: attention input, attention output, MLP input, MLP middle."""
+    if name in ("q_proj", "k_proj", "v_proj"):
+        return "attention_in"
+    if name in ("gate_proj", "up_proj"):
+        return "mlp_in"
+    return name
 
 
 def _attention_bytes(shape: ModelShape, req: EstimateRequest) -> float:
@@ -293,7 +309,7 @@ def activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     lm_head_trainable = req.tuner == "full"
     final = tokens * (_norm_bytes(req, shape.hidden_size, lm_head_trainable)
                       + (a * shape.hidden_size if lm_head_trainable else 0))
-    transient = tokens * a * (2 * shape.intermediate_size + 2 * shape.hidden_size)
+    transient = tokens * a * (2 * shape.mlp_width + 2 * shape.hidden_size)
     if req.gradient_checkpointing:
         stored = shape.num_layers * a * shape.hidden_size * tokens + per_layer
     else:
@@ -372,9 +388,8 @@ def _zero3_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     if req.tuner == "full":
         largest_trainable = shape.largest_module_params
     else:
-        targets = set(req.resolved_targets)
-        largest_trainable = max(req.lora_rank * (s.in_features + s.out_features)
-                                for s in shape.linear_layers() if s.name in targets)
+        largest_trainable = max((req.lora_rank * (s.in_features + s.out_features)
+                                 for s in shape.targeted(req.resolved_targets)), default=0)
     gathered = shape.largest_module_params + ZERO3_PREFETCH_FACTOR * h2
     reduced = largest_trainable + min(h2, _trainable_count(shape, req))
     return c * (gathered + reduced)

@@ -114,9 +114,14 @@ def test_invalid_json_is_a_clear_error(tmp_path) -> None:
         ModelShape.from_config_dir(tmp_path)
 
 
-def test_mixture_of_experts_is_refused() -> None:
-    with pytest.raises(ConfigError, match="mixture-of-experts"):
-        ModelShape.from_config_dict({"hidden_size": 8, "num_attention_heads": 2, "num_local_experts": 8})
+def test_mixture_of_experts_formula_is_an_estimate_with_every_expert() -> None:
+    shape = ModelShape.from_config_dict({
+        "model_type": "somemoe", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 2,
+        "intermediate_size": 16, "vocab_size": 10, "num_local_experts": 4, "num_experts_per_tok": 2})
+    assert shape.is_moe and not shape.exact and shape.count_label.startswith("estimated, not exact")
+    # by hand: 2 layers x (attention 4*8*8 + norms 2*8 + 4 experts x 3*8*16 + router 8*4) + 2 x 10*8 + 8
+    assert shape.total_params == 2 * (256 + 16 + 1536 + 32) + 160 + 8
+    assert shape.active_params == shape.total_params - 2 * 2 * 3 * 8 * 16  # two idle experts per layer
 
 
 def test_nested_text_config_and_unknown_family() -> None:

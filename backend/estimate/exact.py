@@ -1,0 +1,91 @@
+"""Exact model shapes from transformers itself (parent side of the `model_shape` oracle question).
+
+The first shape of a config costs one child process (transformers + PEFT imports, the model
+built on the meta device: seconds, announced through `progress`); afterwards the answer comes
+from the oracle cache, keyed by the transformers/PEFT/torch versions and the config's content
+(a few milliseconds, no child). `cached_shape` never starts a child: the TUI calls it on its
+thread and asks `exact_shape` in a worker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from backend.estimate.shape import ConfigError, ModelShape
+
+QUESTION = "model_shape"
+LIBRARIES = ("transformers", "peft", "torch")
+DEFAULT_TARGETS: tuple[str, ...] = ("all-linear",)
+PEFT_RANK = 8  # PEFT is asked at this rank; LoRA counts scale linearly with r (A is r x in, B is out x r)
+
+
+def read_config(folder_or_file: str | Path) -> tuple[dict[str, Any], Path]:
+    """config.json of a model folder, parsed; ConfigError naming the file when it cannot be read."""
+    path = Path(folder_or_file).expanduser()
+    file = path if path.is_file() else path / "config.json"
+    if not file.exists():
+        raise ConfigError(f"no config.json in {path}: pass the model folder that holds config.json")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read {file}: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file} does not hold a JSON object")
+    return data, file
+
+
+def payload(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS) -> dict[str, Any]:
+    lora = [{"r": PEFT_RANK, "target_modules": "all-linear"}]
+    chosen = sorted(set(targets))
+    if chosen != ["all-linear"]:
+        lora.append({"r": PEFT_RANK, "target_modules": chosen})
+    return {"config": config, "lora": lora}
+
+
+def cached_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS) -> dict[str, Any] | None:
+    from backend.oracle import cached
+
+    return cached(QUESTION, payload(config, targets), libraries=LIBRARIES)
+
+
+def ask_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS, *,
+               progress: Callable[[str], None] | None = None, timeout: float = 300.0) -> dict[str, Any]:
+    from backend.oracle import ask
+
+    return ask(QUESTION, payload(config, targets), libraries=LIBRARIES, progress=progress, timeout=timeout)
+
+
+def shape_from(config: dict[str, Any], answer: dict[str, Any] | None, source: str = "config.json") -> ModelShape:
+    """The exact shape when transformers answered, else the formula shape labelled 'estimated'."""
+    if answer and answer.get("known"):
+        return ModelShape.from_oracle(config, answer, source=source)
+    shape = ModelShape.from_config_dict(config, source=source)
+    if answer and answer.get("reason"):
+        return shape.with_note(f"estimated, not exact: {answer['reason']}")
+    return shape
+
+
+def cached_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TARGETS) -> ModelShape:
+    """Exact if transformers answered before (cache), else the formula estimate: never a child."""
+    config, file = read_config(folder_or_file)
+    return shape_from(config, cached_answer(config, targets), str(file))
+
+
+def exact_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TARGETS, *,
+                progress: Callable[[str], None] | None = None) -> ModelShape:
+    """Ask transformers (one child process the first time, cached afterwards).
+
+    Falls back to the formula estimate, labelled as such, when transformers does not know the
+    architecture or the child fails (the failure is named in the shape's notes).
+    """
+    from backend.oracle import OracleError
+
+    config, file = read_config(folder_or_file)
+    try:
+        answer = ask_answer(config, targets, progress=progress)
+    except OracleError as err:
+        answer = {"known": False, "reason": f"transformers could not be asked ({err})"}
+    return shape_from(config, answer, str(file))
