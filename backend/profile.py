@@ -20,6 +20,8 @@ from typing import Any, Literal, get_args, get_origin
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from backend.watch.config import NotifySection, WatchSection
+
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
 ComputeDtype = Literal["float32", "float16", "bfloat16"]
 
@@ -175,6 +177,9 @@ class DebugSection(_Section):
     inject_overflow_steps: list[int] = Field(
         default_factory=list, description="fp16: make the gradient non-finite at these optimizer steps."
     )
+    inject_nan_steps: list[int] = Field(
+        default_factory=list, description="Make the loss NaN at these optimizer steps (to try the watchdog)."
+    )
 
 
 ScalarArg = str | int | float | bool | list[str]
@@ -195,6 +200,8 @@ class LaunchProfile(BaseModel):
     training: TrainingSection = Field(default_factory=TrainingSection)
     output: OutputSection = Field(default_factory=OutputSection)
     debug: DebugSection = Field(default_factory=DebugSection)
+    watch: WatchSection = Field(default_factory=WatchSection)
+    notify: NotifySection = Field(default_factory=NotifySection)
     extra_swift_args: dict[str, ScalarArg] = Field(
         default_factory=dict, description="Further `swift sft` arguments, passed as --key value."
     )

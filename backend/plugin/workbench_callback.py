@@ -23,6 +23,7 @@ import torch
 from transformers import TrainerCallback
 
 from backend.events import EVENTS_FILE_NAME, EventWriter
+from backend.watch.stacks import register_stack_dump
 from swift.callbacks import callbacks_map
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
@@ -53,6 +54,10 @@ class WorkbenchEventsCallback(TrainerCallback):
         run_dir = Path(os.environ.get("WORKBENCH_RUN_DIR", getattr(args, "output_dir", ".") or "."))
         self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=_rank())
         self.inject_steps = {int(s) for s in os.environ.get("WORKBENCH_INJECT_OVERFLOW_STEPS", "").split(",") if s}
+        # the watchdog (#15): a stack dump on SIGUSR2 for hang alerts; NaN injection to try it
+        self._stack_file = _register_stack_dump(run_dir)
+        self.nan_steps = _debug_nan_steps(run_dir)
+        self._nan_now = False
         self._inject_now = False
         self._prev_scale: torch.Tensor | None = None
         self._drops: torch.Tensor | None = None
@@ -69,6 +74,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             self._install_cpu_scaler(accelerator)
         self._count_tokens()
         self._hook_overflow_injection()
+        self._hook_nan_injection()
         model = self.trainer.model
         params = list(model.parameters())
         scaler, reason = self._scaler_description()
@@ -140,6 +146,23 @@ class WorkbenchEventsCallback(TrainerCallback):
         if trainable is not None:
             trainable.register_hook(lambda grad: grad * float("inf") if self._inject_now else grad)
 
+    def _hook_nan_injection(self) -> None:
+        """Debug option ([debug] inject_nan_steps): the loss of the chosen optimizer steps is
+        multiplied by NaN before backward, as a real NaN loss would be."""
+        if not self.nan_steps:
+            return
+        original = self.trainer.compute_loss
+
+        def nan_loss(model, inputs, *args, **kwargs):
+            result = original(model, inputs, *args, **kwargs)
+            if not self._nan_now:
+                return result
+            if isinstance(result, tuple):
+                return (result[0] * float("nan"), *result[1:])
+            return result * float("nan")
+
+        self.trainer.compute_loss = nan_loss
+
     def _scaler_description(self) -> tuple[str | None, str]:
         accelerator = self.trainer.accelerator
         if self._deepspeed_optimizer() is not None and self.trainer.args.fp16:
@@ -159,6 +182,7 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._inject_now = (state.global_step + 1) in self.inject_steps
+        self._nan_now = (state.global_step + 1) in self.nan_steps
 
     def on_step_end(self, args, state, control, **kwargs):
         scaler = self.trainer.accelerator.scaler
@@ -239,6 +263,24 @@ class WorkbenchEventsCallback(TrainerCallback):
             cuda_peaks=peaks,
             **self._loss_scale_fields(),
         )
+
+
+def _register_stack_dump(run_dir: Path) -> Any:
+    try:
+        return register_stack_dump(run_dir)
+    except OSError:  # a read-only run folder: no dumps, training goes on
+        return None
+
+
+def _debug_nan_steps(run_dir: Path) -> set[int]:
+    """[debug] inject_nan_steps of the run's profile snapshot (the trainer's only way to read it)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((run_dir / "profile.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return set()
+    return {int(s) for s in data.get("debug", {}).get("inject_nan_steps", [])}
 
 
 def _cuda_memory(device: int) -> dict[str, int]:

@@ -1,0 +1,78 @@
+"""`<run>/alerts.jsonl`: what the watchdog raised, one JSON object a line, append-only.
+
+Every line: `v`, `id` (unique in the run), `kind` (see config.ALERT_KINDS), `step` (last step seen,
+or null), `time` (unix seconds), `message` (one line for a person), `evidence` (the numbers that
+show it), `action` (`alert` or `stop`). Written with one `write` on an O_APPEND descriptor, like
+events.jsonl, and read with the same incremental reader. Stdlib only: the status line reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.events import EventReader
+
+ALERTS_FILE_NAME = "alerts.jsonl"
+ALERTS_VERSION = 1
+
+
+@dataclass
+class Alert:
+    kind: str
+    message: str
+    step: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    action: str = "alert"
+    time: float = field(default_factory=time.time)
+    id: str = field(default_factory=lambda: secrets.token_hex(6))
+    run_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": ALERTS_VERSION, "type": "alert", **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Alert:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def line(self) -> str:
+        """"run X failed at step 812: CUDA out of memory" """
+        where = f" at step {self.step}" if self.step is not None else ""
+        return f"{self.run_id or 'run'} {self.kind}{where}: {self.message}"
+
+
+def alerts_path(run_dir: Path) -> Path:
+    return Path(run_dir) / ALERTS_FILE_NAME
+
+
+def append_alert(run_dir: Path, alert: Alert) -> None:
+    line = json.dumps(alert.to_json(), separators=(",", ":"), default=str) + "\n"
+    fd = os.open(alerts_path(run_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_alerts(run_dir: Path, offset: int = 0) -> list[Alert]:
+    """Alerts of a run (from a byte offset); lines that are not alerts are skipped."""
+    reader = EventReader(alerts_path(run_dir), offset=offset)
+    return [Alert.from_json(event) for event in reader.read_new() if event.get("type") == "alert"]
+
+
+class AlertReader:
+    """New alerts since the last call (the TUI and `workbench watch` poll this)."""
+
+    def __init__(self, run_dir: Path, from_end: bool = False):
+        path = alerts_path(run_dir)
+        start = path.stat().st_size if from_end and path.exists() else 0
+        self._reader = EventReader(path, offset=start)
+
+    def read_new(self) -> list[Alert]:
+        return [Alert.from_json(e) for e in self._reader.read_new() if e.get("type") == "alert"]

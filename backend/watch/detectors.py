@@ -1,0 +1,343 @@
+"""Detectors: small pure state machines over the events stream and over readings of the machine.
+
+Each one is fed events (`on_event`) and/or readings (`on_tick`, `on_sample`) with the time
+passed in, and returns `Finding`s. A detector raises a condition once and re-arms only after the
+condition cleared, so a run that stays NaN or stays short of disk gives one alert, not hundreds.
+They know nothing about files, threads or processes: the watchdog does that, and the tests drive
+them with hand-written numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.watch.config import WatchSection
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    message: str
+    step: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_rank0_log(event: dict[str, Any]) -> bool:
+    return event.get("type") == "log" and event.get("rank", 0) == 0 and isinstance(event.get("step"), int)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+class NonfiniteDetector:
+    """The loss NaN/inf on any rank; the grad norm too when no fp16 loss scaler is there to skip
+    such steps (with a scaler a non-finite grad norm is just an overflowed, skipped step).
+
+    transformers hides a NaN loss from the logged average by default (`logging_nan_inf_filter`),
+    so once the weights are NaN it is the grad norm that says so on an fp32/bf16 run."""
+
+    kind = "nonfinite"
+
+    def __init__(self) -> None:
+        self.has_scaler = False
+        self._raised = False
+
+    def on_event(self, event: dict[str, Any]) -> list[Finding]:
+        if event.get("type") == "run_begin":
+            self.has_scaler = bool(event.get("scaler"))
+            return []
+        if event.get("type") != "log":
+            return []
+        names = [n for n in event.get("nonfinite") or [] if n == "loss" or (n == "grad_norm" and not self.has_scaler)]
+        if not names:
+            if event.get("loss") is not None:
+                self._raised = False
+            return []
+        if self._raised:
+            return []
+        self._raised = True
+        step = event.get("step")
+        return [Finding(self.kind, f"{' and '.join(names)} became NaN/inf at step {step} (rank {event.get('rank', 0)})",
+                        step, {"nonfinite": names, "rank": event.get("rank", 0), "loss": event.get("loss"),
+                               "grad_norm": event.get("grad_norm"), "learning_rate": event.get("learning_rate")})]
+
+
+class DivergenceDetector:
+    """The loss EMA rose by `factor` over its lowest value within the last `window` steps."""
+
+    kind = "divergence"
+
+    def __init__(self, factor: float, window: int, alpha: float = 0.1, min_points: int = 5):
+        self.factor, self.window, self.alpha, self.min_points = factor, window, alpha, min_points
+        self.ema: float | None = None
+        self._history: deque[tuple[int, float]] = deque()
+        self._points = 0
+        self._raised = False
+
+    def on_event(self, event: dict[str, Any]) -> list[Finding]:
+        if not _is_rank0_log(event) or event.get("loss") is None:
+            return []
+        step, loss = event["step"], float(event["loss"])
+        self.ema = loss if self.ema is None else self.alpha * loss + (1 - self.alpha) * self.ema
+        self._points += 1
+        while self._history and self._history[0][0] < step - self.window:
+            self._history.popleft()
+        lowest = min((ema for _, ema in self._history), default=self.ema)
+        self._history.append((step, self.ema))
+        if self._points < self.min_points or lowest <= 0:
+            return []
+        rising = self.ema > self.factor * lowest
+        if not rising:
+            self._raised = False
+            return []
+        if self._raised:
+            return []
+        self._raised = True
+        return [Finding(self.kind, f"loss is diverging: its EMA rose from {lowest:.4g} to {self.ema:.4g} "
+                                   f"(x{self.ema / lowest:.1f}) within {self.window} steps", step,
+                        {"ema": self.ema, "lowest_ema_in_window": lowest, "factor": self.factor,
+                         "window_steps": self.window, "loss": loss})]
+
+
+class LossScaleDetector:
+    """fp16 dynamic loss scale: below a floor, or `overflow_run` overflowed steps in a row.
+
+    `overflow_count` is cumulative; when it grew by as much as the step between two records,
+    every step in between overflowed."""
+
+    kind = "loss_scale"
+
+    def __init__(self, minimum: float, overflow_run: int):
+        self.minimum, self.overflow_run = minimum, overflow_run
+        self._prev: tuple[int, int] | None = None
+        self.run_length = 0
+        self._run_start: int | None = None
+        self._raised_floor = False
+        self._raised_run = False
+
+    def on_event(self, event: dict[str, Any]) -> list[Finding]:
+        if not _is_rank0_log(event) or event.get("loss_scale") is None:
+            return []
+        step, scale, count = event["step"], float(event["loss_scale"]), int(event.get("overflow_count") or 0)
+        found = self._overflow_run(step, count)
+        if scale < self.minimum and not self._raised_floor:
+            self._raised_floor = True
+            found.append(Finding(self.kind, f"loss scale collapsed to {scale:g} (below {self.minimum:g}) at step {step}",
+                                 step, {"loss_scale": scale, "floor": self.minimum, "overflow_count": count}))
+        elif scale >= self.minimum:
+            self._raised_floor = False
+        return found
+
+    def _overflow_run(self, step: int, count: int) -> list[Finding]:
+        prev, self._prev = self._prev, (step, count)
+        if prev is None:
+            # from the start of training: the first record covers steps 1..step
+            prev = (0, 0)
+        steps, overflows = step - prev[0], count - prev[1]
+        if steps <= 0:
+            return []
+        if overflows >= steps:
+            if self.run_length == 0:
+                self._run_start = prev[0] + 1
+            self.run_length += steps
+        else:
+            self.run_length, self._run_start, self._raised_run = 0, None, False
+            return []
+        if self.run_length < self.overflow_run or self._raised_run:
+            return []
+        self._raised_run = True
+        return [Finding(self.kind, f"{self.run_length} overflowed steps in a row (steps {self._run_start}-{step}): "
+                                   f"every one was skipped", step,
+                        {"overflows_in_a_row": self.run_length, "first_step": self._run_start, "last_step": step,
+                         "overflow_count": count, "limit": self.overflow_run})]
+
+
+class HangDetector:
+    """No new step for max(factor x the median time between logged steps, min_seconds).
+
+    Armed once the trainer has begun (`run_begin`); until two logged steps give a median, only
+    the floor applies. A checkpoint or evaluation record counts as progress too."""
+
+    kind = "hang"
+
+    def __init__(self, factor: float, min_seconds: float):
+        self.factor, self.min_seconds = factor, min_seconds
+        self.last_progress: float | None = None
+        self.last_step: int | None = None
+        self._last_log: tuple[float, int] | None = None
+        self._intervals: deque[float] = deque(maxlen=50)
+        self._step_times: deque[float] = deque(maxlen=50)
+        self._raised = False
+
+    def on_event(self, event: dict[str, Any], now: float) -> None:
+        kind = event.get("type")
+        if kind not in ("run_begin", "log", "eval", "checkpoint") or event.get("rank", 0) != 0:
+            return
+        self.last_progress = now
+        self._raised = False
+        if kind == "run_begin":
+            self._last_log = None
+        if not _is_rank0_log(event):
+            return
+        step = event["step"]
+        if self._last_log is not None and step > self._last_log[1]:
+            interval = now - self._last_log[0]
+            self._intervals.append(interval)
+            self._step_times.append(interval / (step - self._last_log[1]))
+        self._last_log = (now, step)
+        self.last_step = step
+
+    def threshold(self) -> float:
+        if not self._intervals:
+            return self.min_seconds
+        return max(self.factor * statistics.median(self._intervals), self.min_seconds)
+
+    def on_tick(self, now: float) -> list[Finding]:
+        if self.last_progress is None or self._raised:
+            return []
+        silent = now - self.last_progress
+        limit = self.threshold()
+        if silent <= limit:
+            return []
+        self._raised = True
+        median_step = statistics.median(self._step_times) if self._step_times else None
+        where = f"after step {self.last_step}" if self.last_step is not None else "before the first step"
+        return [Finding(self.kind, f"no progress for {silent:.0f} s {where} (limit {limit:.0f} s)", self.last_step,
+                        {"silent_seconds": round(silent, 2), "limit_seconds": round(limit, 2),
+                         "median_step_seconds": median_step,
+                         "median_log_interval_seconds": statistics.median(self._intervals) if self._intervals else None,
+                         "hang_factor": self.factor, "hang_min_seconds": self.min_seconds})]
+
+
+class ThroughputDetector:
+    """steps/s below `fraction` of its median for `window` log records in a row. The record after
+    a checkpoint or an evaluation (its interval includes the save) and the first one are ignored;
+    after an alert, it re-arms only once the speed was normal for 10 x `window` records."""
+
+    kind = "throughput"
+
+    def __init__(self, fraction: float, window: int, min_history: int = 5):
+        self.fraction, self.window, self.min_history = fraction, window, min_history
+        self._history: deque[float] = deque(maxlen=200)
+        self._skip_next = True
+        self._low = 0
+        self._normal = 0
+        self._raised = False
+
+    def on_event(self, event: dict[str, Any]) -> list[Finding]:
+        kind = event.get("type")
+        if kind in ("run_begin", "checkpoint", "eval") and event.get("rank", 0) == 0:
+            self._skip_next = True
+            return []
+        if not _is_rank0_log(event) or not event.get("steps_per_second"):
+            return []
+        speed = float(event["steps_per_second"])
+        if self._skip_next:
+            self._skip_next = False
+            return []
+        median = statistics.median(self._history) if len(self._history) >= self.min_history else None
+        self._history.append(speed)
+        if median is None:
+            return []
+        if speed >= self.fraction * median:
+            self._low = 0
+            self._normal += 1
+            if self._normal >= 10 * self.window:  # re-armed only after a long spell of normal speed
+                self._raised = False
+            return []
+        self._low += 1
+        self._normal = 0
+        if self._low < self.window or self._raised:
+            return []
+        self._raised = True
+        return [Finding(self.kind, f"throughput fell to {speed:.3g} steps/s, {speed / median:.0%} of its median "
+                                   f"{median:.3g} for {self._low} records", event["step"],
+                        {"steps_per_second": speed, "median_steps_per_second": median, "fraction": self.fraction,
+                         "records_below": self._low, "tokens_per_second": event.get("tokens_per_second")})]
+
+
+class ThresholdLatch:
+    """Once-per-episode alerting for a reading compared with a limit (memory, disk)."""
+
+    def __init__(self) -> None:
+        self._raised: set[str] = set()
+
+    def check(self, key: str, bad: bool) -> bool:
+        """True when `bad` newly became true for `key`."""
+        if not bad:
+            self._raised.discard(key)
+            return False
+        if key in self._raised:
+            return False
+        self._raised.add(key)
+        return True
+
+
+class GpuMemoryDetector:
+    kind = "gpu_memory"
+
+    def __init__(self, fraction: float):
+        self.fraction = fraction
+        self._latch = ThresholdLatch()
+
+    def on_sample(self, gpus: list[tuple[int, int | None, int | None]], step: int | None) -> list[Finding]:
+        """`gpus`: (index, used bytes, total bytes) per card."""
+        found = []
+        for index, used, total in gpus:
+            if not used or not total:
+                continue
+            if self._latch.check(str(index), used / total > self.fraction):
+                found.append(Finding(self.kind, f"GPU {index} memory at {used / total:.0%} ({_gib(used)} of "
+                                                f"{_gib(total)}); next: out of memory", step,
+                                     {"gpu": index, "used_bytes": used, "total_bytes": total,
+                                      "fraction": self.fraction}))
+        return found
+
+
+class HostMemoryDetector:
+    kind = "host_memory"
+
+    def __init__(self, min_fraction: float):
+        self.min_fraction = min_fraction
+        self._latch = ThresholdLatch()
+
+    def on_sample(self, available: int, total: int, step: int | None) -> list[Finding]:
+        if not total or not self._latch.check("host", available / total < self.min_fraction):
+            return []
+        return [Finding(self.kind, f"host RAM low: {_gib(available)} available of {_gib(total)} "
+                                   f"({available / total:.0%}); the kernel's OOM killer is next", step,
+                        {"available_bytes": available, "total_bytes": total, "min_fraction": self.min_fraction})]
+
+
+class DiskDetector:
+    kind = "disk"
+
+    def __init__(self, margin: float):
+        self.margin = margin
+        self._latch = ThresholdLatch()
+
+    def on_sample(self, free: int, next_checkpoint: int | None, folder: str, step: int | None,
+                  basis: str = "") -> list[Finding]:
+        if not next_checkpoint:
+            return []
+        if not self._latch.check("disk", free < self.margin * next_checkpoint):
+            return []
+        return [Finding(self.kind, f"disk low on {folder}: {_gib(free)} free, the next checkpoint needs about "
+                                   f"{_gib(next_checkpoint)}", step,
+                        {"free_bytes": free, "next_checkpoint_bytes": next_checkpoint, "margin": self.margin,
+                         "folder": folder, "forecast_from": basis})]
+
+
+def event_detectors(config: WatchSection) -> list[Any]:
+    """The detectors fed from events.jsonl, in the order they run."""
+    found: list[Any] = []
+    if config.nonfinite:
+        found.append(NonfiniteDetector())
+    found += [DivergenceDetector(config.divergence_factor, config.divergence_window),
+              LossScaleDetector(config.loss_scale_min, config.overflow_run),
+              ThroughputDetector(config.throughput_fraction, config.throughput_window)]
+    return found

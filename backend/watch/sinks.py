@@ -1,0 +1,248 @@
+"""Where alerts go besides alerts.jsonl: a webhook, a shell command, the desktop.
+
+Each sink has its own thread and queue, so a dead webhook never delays the command sink and
+never blocks the supervisor. Every attempt's outcome is appended to `<run>/watch/deliveries.jsonl`
+(alert id, sink, status, attempts, error); an alert already delivered to a sink is never sent
+to it again. A sink that fails loses nothing: the alert is in alerts.jsonl whatever happens here.
+
+Secrets never sit in a profile: a webhook URL may hold `${NAME}`, read from the environment
+when the alert is sent, and `webhook_token_env` names the variable holding a bearer token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from backend.watch.alerts import Alert
+from backend.watch.config import NotifySection, effective_notify
+
+DELIVERIES_FILE = "deliveries.jsonl"
+URGENT = {"failed", "hang", "nonfinite", "loss_scale", "disk", "gpu_memory", "host_memory"}
+
+
+class PermanentFailure(Exception):
+    """Retrying cannot help (bad URL, missing secret, 4xx)."""
+
+
+class Sink:
+    name = "sink"
+    max_attempts = 5
+    backoff_seconds = 1.0
+
+    def send(self, alert: Alert) -> None:
+        raise NotImplementedError
+
+
+def _expand(template: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in os.environ:
+            raise PermanentFailure(f"environment variable {name} is not set")
+        return os.environ[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, template)
+
+
+def _title(alert: Alert) -> str:
+    return f"workbench: {alert.run_id} {alert.kind}"
+
+
+class WebhookSink(Sink):
+    name = "webhook"
+
+    def __init__(self, url: str, fmt: str = "json", token_env: str | None = None, timeout: float = 10.0,
+                 retries: int = 4):
+        self.url_template, self.fmt, self.token_env, self.timeout = url, fmt, token_env, timeout
+        self.max_attempts = retries + 1
+
+    def request(self, alert: Alert) -> urllib.request.Request:
+        url = _expand(self.url_template)
+        if not url.startswith(("http://", "https://")):
+            raise PermanentFailure("the webhook is not an http(s) URL")
+        headers = {"User-Agent": "finetune-workbench"}
+        if self.fmt == "ntfy":
+            body = alert.line().encode("utf-8")
+            headers.update({"Content-Type": "text/plain; charset=utf-8", "Title": _title(alert),
+                            "Priority": "high" if alert.kind in URGENT else "default", "Tags": alert.kind})
+        elif self.fmt == "slack":  # Slack reads `text`, Discord reads `content`; each ignores the other
+            text = alert.line()
+            body = json.dumps({"text": text, "content": text}).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        else:
+            body = json.dumps({**alert.to_json(), "line": alert.line()}, default=str).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.token_env:
+            token = os.environ.get(self.token_env)
+            if not token:
+                raise PermanentFailure(f"environment variable {self.token_env} is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        return urllib.request.Request(url, data=body, headers=headers, method="POST")
+
+    def send(self, alert: Alert) -> None:
+        try:
+            with urllib.request.urlopen(self.request(alert), timeout=self.timeout) as response:
+                response.read(1024)
+        except urllib.error.HTTPError as err:
+            if 400 <= err.code < 500 and err.code not in (408, 429):
+                raise PermanentFailure(f"HTTP {err.code} {err.reason}") from None
+            raise RuntimeError(f"HTTP {err.code} {err.reason}") from None
+        except urllib.error.URLError as err:
+            raise RuntimeError(f"cannot reach the webhook: {err.reason}") from None
+
+
+class CommandSink(Sink):
+    name = "command"
+    max_attempts = 3
+
+    def __init__(self, command: str, timeout: float = 60.0):
+        self.command, self.timeout = command, timeout
+
+    def send(self, alert: Alert) -> None:
+        payload = json.dumps({**alert.to_json(), "line": alert.line()}, default=str)
+        result = subprocess.run(self.command, shell=True, input=payload, capture_output=True, text=True,
+                                timeout=self.timeout, start_new_session=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"exit code {result.returncode}: {result.stderr.strip()[-300:]}")
+
+
+class DesktopSink(Sink):
+    name = "desktop"
+    max_attempts = 1
+
+    def send(self, alert: Alert) -> None:
+        program = shutil.which("notify-send")
+        if program is None:
+            raise PermanentFailure("notify-send is not installed")
+        urgency = "critical" if alert.kind in URGENT else "normal"
+        result = subprocess.run([program, "-u", urgency, "-a", "workbench", _title(alert), alert.message],
+                                capture_output=True, text=True, timeout=15)
+        if result.returncode != 0:
+            raise PermanentFailure(f"notify-send: {result.stderr.strip() or result.returncode}")
+
+
+def sinks_for(notify: NotifySection) -> list[Sink]:
+    sinks: list[Sink] = []
+    if notify.webhook:
+        retries = 4 if notify.webhook_retries is None else notify.webhook_retries
+        sinks.append(WebhookSink(notify.webhook, notify.webhook_format or "json", notify.webhook_token_env,
+                                 retries=retries))
+    if notify.command:
+        sinks.append(CommandSink(notify.command))
+    if notify.desktop:
+        sinks.append(DesktopSink())
+    return sinks
+
+
+class DeliveryLog:
+    """`<run>/watch/deliveries.jsonl`: one line per finished delivery (delivered or given up)."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / DELIVERIES_FILE
+        self._lock = threading.Lock()
+
+    def delivered(self) -> set[tuple[str, str]]:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return set()
+        done = set()
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("status") == "delivered":
+                done.add((record.get("alert_id"), record.get("sink")))
+        return done
+
+    def record(self, alert: Alert, sink: str, status: str, attempts: int, error: str | None) -> None:
+        line = json.dumps({"alert_id": alert.id, "kind": alert.kind, "sink": sink, "status": status,
+                           "attempts": attempts, "error": error, "time": time.time()}) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+
+
+class _SinkWorker:
+    def __init__(self, sink: Sink, log: DeliveryLog, sleep: Callable[[float], None]):
+        self.sink, self.log, self.sleep = sink, log, sleep
+        self.queue: queue.Queue[Alert | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, name=f"workbench-sink-{sink.name}", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            alert = self.queue.get()
+            if alert is None:
+                return
+            try:
+                self.deliver(alert)
+            except Exception as err:  # a sink's bug must not end the worker
+                self.log.record(alert, self.sink.name, "gave_up", 0, f"internal error: {err}")
+
+    def deliver(self, alert: Alert) -> None:
+        if (alert.id, self.sink.name) in self.log.delivered():
+            return
+        error = None
+        for attempt in range(1, self.sink.max_attempts + 1):
+            try:
+                self.sink.send(alert)
+                self.log.record(alert, self.sink.name, "delivered", attempt, None)
+                return
+            except PermanentFailure as err:
+                self.log.record(alert, self.sink.name, "gave_up", attempt, str(err))
+                return
+            except Exception as err:
+                error = str(err) or type(err).__name__
+            if attempt < self.sink.max_attempts:
+                self.sleep(self.sink.backoff_seconds * 2 ** (attempt - 1))
+        self.log.record(alert, self.sink.name, "gave_up", self.sink.max_attempts, error)
+
+
+class Dispatcher:
+    """Hands each alert to every sink's worker; `close` waits a bounded time for the last ones."""
+
+    def __init__(self, sinks: list[Sink], folder: Path, kinds: list[str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.log = DeliveryLog(folder)
+        self.kinds = set(kinds or ())
+        self.workers = [_SinkWorker(sink, self.log, sleep) for sink in sinks]
+
+    @classmethod
+    def for_run(cls, run_dir: Path, profile_notify: NotifySection) -> Dispatcher:
+        notify = effective_notify(profile_notify)
+        return cls(sinks_for(notify), Path(run_dir) / "watch", notify.kinds)
+
+    def submit(self, alert: Alert) -> None:
+        if self.kinds and alert.kind not in self.kinds:
+            return
+        for worker in self.workers:
+            worker.queue.put(alert)
+
+    def close(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        for worker in self.workers:
+            worker.queue.put(None)
+        for worker in self.workers:
+            worker.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def describe_deliveries(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "watch" / DELIVERIES_FILE
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []

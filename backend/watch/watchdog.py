@@ -1,0 +1,289 @@
+"""The watchdog: a thread in the run's supervisor that turns the events file and the process table
+into alerts, outside the trainer, so it sees what the trainer cannot report (a hang, a SIGKILL).
+
+    watchdog = start_watchdog(run, trainer_pid)   # after the launcher started
+    ...                                           # supervisor waits for the launcher
+    watchdog.finish()                             # after the final state is written
+
+Nothing here may end or block the supervisor: every failure is written to <run>/watch/watch.log
+and the watchdog carries on (or stops itself), and `finish` waits a bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from backend.events import EventReader
+from backend.profile import write_text_atomic
+from backend.runs.diagnose import diagnose_log
+from backend.runs.layout import RunFolder
+from backend.runs.process import run_processes, signal_processes, terminate_run
+from backend.watch import probes
+from backend.watch.alerts import Alert, append_alert
+from backend.watch.config import WatchSection
+from backend.watch.detectors import (
+    DiskDetector,
+    Finding,
+    GpuMemoryDetector,
+    HangDetector,
+    HostMemoryDetector,
+    event_detectors,
+)
+from backend.watch.stacks import dump_stacks
+
+SAMPLE_SECONDS = 10.0  # disk, host RAM and GPUs (a checkpoint triggers a disk reading at once)
+STATUS_SECONDS = 30.0
+
+
+def watch_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "watch"
+
+
+class Watchdog:
+    def __init__(self, run: RunFolder, trainer_pid: int | None, config: WatchSection, dispatcher: Any = None):
+        self.run, self.trainer_pid, self.config, self.dispatcher = run, trainer_pid, config, dispatcher
+        self.folder = watch_dir(run.path)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.reader = EventReader(run.events_path, offset=_size(run.events_path))
+        self.detectors = event_detectors(config)
+        self.hang = HangDetector(config.hang_factor, config.hang_min_seconds)
+        self.disk = DiskDetector(config.disk_margin)
+        self.host = HostMemoryDetector(config.host_memory_min_fraction)
+        self.gpu = GpuMemoryDetector(config.gpu_memory_fraction)
+        self.gpu_reader: probes.GpuReader | None = None
+        self.run_begin: dict[str, Any] | None = None
+        self.last_step: int | None = None
+        self.stopped_by: Alert | None = None
+        self.raised: list[Alert] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_sample = 0.0
+        self._next_status = 0.0
+        self._polls = 0
+        self._cpu_seconds = 0.0
+        self._started = time.time()
+
+    # ------------------------------------------------------------ thread
+
+    def start(self) -> Watchdog:
+        self._thread = threading.Thread(target=self._loop, name="workbench-watchdog", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            cpu = time.thread_time()
+            try:
+                self.poll(time.time())
+            except Exception:
+                self.log_error("poll failed")
+            self._cpu_seconds += time.thread_time() - cpu
+            self._stop.wait(self.config.poll_seconds)
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """The run has ended and its final state is written: last events, the final alert,
+        the sinks' last deliveries (bounded by `timeout`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.config.stop_grace_seconds * 2 + 10)
+        try:
+            self.poll(time.time(), ticks=False)
+            self.raise_alert(self.final_finding())
+        except Exception:
+            self.log_error("final alert failed")
+        if self.dispatcher is not None:
+            self.dispatcher.close(timeout)
+        if self.gpu_reader is not None:
+            self.gpu_reader.close()
+        self.write_status(final=True)
+
+    # ------------------------------------------------------------ one poll
+
+    def poll(self, now: float, ticks: bool = True) -> list[Alert | None]:
+        raised: list[Alert | None] = []
+        checkpointed = False
+        for event in self.reader.read_new():
+            checkpointed |= self._note(event, now)
+            for detector in self.detectors:
+                raised += [self.raise_alert(f) for f in detector.on_event(event)]
+        if ticks:
+            raised += [self.raise_alert(f) for f in self.hang.on_tick(now)]
+            if checkpointed or now >= self._next_sample:
+                self._next_sample = now + SAMPLE_SECONDS
+                raised += [self.raise_alert(f) for f in self.sample()]
+            if now >= self._next_status:
+                self._next_status = now + STATUS_SECONDS
+                self.write_status()
+        self._polls += 1
+        return raised
+
+    def _note(self, event: dict[str, Any], now: float) -> bool:
+        self.hang.on_event(event, now)
+        if event.get("rank", 0) != 0:
+            return False
+        if event.get("type") == "run_begin":
+            self.run_begin = event
+        if isinstance(event.get("step"), int):
+            self.last_step = event["step"]
+        return event.get("type") == "checkpoint"
+
+    def sample(self) -> list[Finding]:
+        found: list[Finding] = []
+        try:
+            output = self.run.output_dir
+            forecast, basis = probes.checkpoint_forecast(self.run.checkpoints(), self.run_begin)
+            found += self.disk.on_sample(probes.disk_free(output), forecast, str(output), self.last_step, basis)
+        except Exception:
+            self.log_error("disk reading failed")
+        available, total = probes.host_memory()
+        found += self.host.on_sample(available, total, self.last_step)
+        if self.gpu_reader is None:
+            self.gpu_reader = probes.GpuReader()
+        found += self.gpu.on_sample(self.gpu_reader.read(), self.last_step)
+        return found
+
+    # ------------------------------------------------------------ alerts and actions
+
+    def raise_alert(self, finding: Finding) -> Alert | None:
+        action = self.config.actions.get(finding.kind, "alert")  # type: ignore[call-overload]
+        if action == "off":
+            return None
+        evidence = dict(finding.evidence)
+        if finding.kind == "hang":
+            evidence.update(self._hang_evidence())
+        alert = Alert(finding.kind, finding.message, finding.step, evidence, action=action, run_id=self.run.run_id)
+        append_alert(self.run.path, alert)
+        self.raised.append(alert)
+        if self.dispatcher is not None:
+            self.dispatcher.submit(alert)
+        if action == "stop" and self.stopped_by is None:
+            self.stopped_by = alert
+            self.stop_run(alert)
+        return alert
+
+    def _hang_evidence(self) -> dict[str, Any]:
+        try:
+            processes = run_processes(self.run.path, (self.trainer_pid,))
+            stacks = dump_stacks(self.run.path, processes)
+            return {"processes": probes.process_table(processes), "stacks": stacks}
+        except Exception as err:
+            self.log_error("stack dump failed")
+            return {"stacks_error": str(err)}
+
+    def stop_run(self, alert: Alert) -> None:
+        """A clean stop: SIGINT (the trainer ends between steps), then SIGTERM, then SIGKILL; the
+        checkpoints already written stay as they are. A stopped (SIGSTOP) process is continued
+        first, or it could not act on anything but SIGKILL."""
+        try:
+            self.run.update_state(status="stopping", stop_requested=True)
+            processes = run_processes(self.run.path, (self.trainer_pid,))
+            frozen = [p for p in processes if _status(p) == psutil.STATUS_STOPPED]
+            signal_processes(frozen, signal.SIGCONT)
+            terminate_run(self.run.path, (self.trainer_pid,), grace_seconds=self.config.stop_grace_seconds)
+        except Exception:
+            self.log_error(f"stop after the {alert.kind} alert failed")
+
+    def final_finding(self) -> Finding:
+        state = self.run.read_state()
+        status = state.status if state.status in ("finished", "failed", "stopped") else "failed"
+        step = self.last_step
+        checkpoints = [c for c in self.run.checkpoints() if (c / "trainer_state.json").is_file()]
+        evidence: dict[str, Any] = {"status": state.status, "exit_code": state.exit_code, "signal": state.signal,
+                                    "failure_reason": state.failure_reason,
+                                    "last_checkpoint": str(checkpoints[-1]) if checkpoints else None}
+        if status == "finished":
+            took = f" in {_duration(state.ended_at - state.started_at)}" if state.ended_at and state.started_at else ""
+            return Finding("finished", f"finished at step {step}{took}", step, evidence)
+        if status == "stopped":
+            why = (f"stopped by the watchdog after the {self.stopped_by.kind} alert"
+                   if self.stopped_by else "stopped on request")
+            kept = f"; last checkpoint {checkpoints[-1].name}" if checkpoints else "; no complete checkpoint"
+            evidence["stopped_by_alert"] = self.stopped_by.id if self.stopped_by else None
+            return Finding("stopped", why + kept, step, evidence)
+        diagnoses = diagnose_log(self.run.log_tail())
+        if diagnoses:
+            last = diagnoses[-1]
+            evidence["diagnosis"] = {"kind": last.kind, "line": last.line, "suggestion": last.suggestion}
+        return Finding("failed", state.failure_reason or f"exited with code {state.exit_code}", step, evidence)
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def write_status(self, final: bool = False) -> None:
+        """<run>/watch/status.json: the watchdog's heartbeat and its own CPU use."""
+        wall = time.time() - self._started
+        status = {"pid": _pid(), "alive": not final, "time": time.time(), "polls": self._polls,
+                  "wall_seconds": round(wall, 2), "cpu_seconds": round(self._cpu_seconds, 4),
+                  "cpu_percent_of_one_core": round(100 * self._cpu_seconds / wall, 4) if wall > 0 else None,
+                  "alerts": len(self.raised), "last_step": self.last_step}
+        try:
+            write_text_atomic(self.folder / "status.json", json.dumps(status, indent=2))
+        except OSError:
+            pass
+
+    def log_error(self, what: str) -> None:
+        try:
+            with open(self.folder / "watch.log", "a", encoding="utf-8") as log:
+                log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n{traceback.format_exc()}\n")
+        except OSError:
+            pass
+
+
+class _NoWatchdog:
+    """What the supervisor gets when the watchdog is off or could not start."""
+
+    def finish(self, timeout: float = 30.0) -> None:
+        pass
+
+
+def start_watchdog(run: RunFolder, trainer_pid: int | None) -> Watchdog | _NoWatchdog:
+    """The supervisor's hook: a watchdog per the run's profile, or nothing (never an exception)."""
+    try:
+        profile = run.read_profile()
+        if not profile.watch.enabled:
+            return _NoWatchdog()
+        from backend.watch.sinks import Dispatcher
+
+        dispatcher = Dispatcher.for_run(run.path, profile.notify)
+        return Watchdog(run, trainer_pid, profile.watch, dispatcher).start()
+    except Exception:
+        folder = watch_dir(run.path)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "watch.log", "a", encoding="utf-8") as log:
+            log.write(f"watchdog could not start\n{traceback.format_exc()}\n")
+        return _NoWatchdog()
+
+
+def _size(path: Path) -> int:
+    """Events of an earlier attempt (before a resume) are not this watchdog's to judge."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _status(proc: psutil.Process) -> str | None:
+    try:
+        return proc.status()
+    except psutil.Error:
+        return None
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
