@@ -18,7 +18,6 @@ from backend.runs.layout import RunFolder
 from backend.runs.process import current_boot_id, run_processes, signal_processes, start_time_of, this_host
 from backend.runs.verdict import judge_exit
 from backend.watch.watchdog import start_watchdog
-from backend.watch.watchdog import start_watchdog
 
 
 def supervise(run: RunFolder) -> int:
@@ -44,13 +43,11 @@ def supervise(run: RunFolder) -> int:
     run.update_state(status="running", trainer_pid=child.pid, trainer_started=start_time_of(child.pid),
                      started_at=state.started_at or time.time())
     watchdog = start_watchdog(run, child.pid)  # alerts from outside the trainer (#15)
-    watchdog = start_watchdog(run, child.pid)  # alerts from outside the trainer (#15)
     code = child.wait()
     _wait_for_stragglers(run)
     final = run.read_state()
     status, reason, sig = judge_exit(run, code, stop_requested=final.stop_requested)
     run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, ended_at=time.time())
-    watchdog.finish()
     watchdog.finish()
     return 0
 
