@@ -380,3 +380,54 @@ def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[
     if problem:
         yield Problem("output.output_dir", "error", problem,
                       "Choose an empty or new folder, or leave output_dir empty to write inside the run folder.")
+
+
+# ---------------------------------------------------------------- hostile values (#14)
+
+MAX_NAME_CHARS = 100
+SEED_LIMIT = 2**32  # numpy's and swift's seeds are 32-bit
+
+
+def _non_finite(value: object, where: str) -> Iterator[str]:
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        yield where
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for number, item in enumerate(value):
+            yield from _non_finite(item, f"{where}[{number}]")
+
+
+@rule
+def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """Numbers that are not numbers, values that swift would read as flags, names that would act on
+    the terminal: each is an error naming its field."""
+    import unicodedata
+
+    for where in _non_finite(profile.model_dump(), ""):
+        yield Problem(where, "error", f"{where} is not a finite number.", "Give a finite number.")
+    name = profile.name
+    if len(name) > MAX_NAME_CHARS:
+        yield Problem("name", "error", f"the name is {len(name)} characters long (at most {MAX_NAME_CHARS}).",
+                      "Give a shorter name.")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
+        yield Problem("name", "error", "the name holds control or invisible characters (escape sequences, "
+                      "newlines, direction overrides).", "Use letters, digits, spaces and punctuation.")
+    seed = profile.training.seed
+    if not 0 <= seed < SEED_LIMIT:
+        yield Problem("training.seed", "error", f"seed {seed} is outside 0 .. 2**32-1.", "Give a smaller seed.")
+    if profile.training.max_steps == 0:
+        yield Problem("training.max_steps", "error", "max_steps = 0 trains nothing (swift still runs one step).",
+                      "Give a step count, or -1 to train by num_train_epochs.")
+    if profile.model.source.startswith("-"):
+        yield Problem("model.source", "error", f"model source {profile.model.source!r} starts with '-': swift "
+                      "would read it as a flag.", "Give a model folder, a hub id or builtin:tiny-qwen2.")
+    for key in ("train", "val"):
+        for ref in getattr(profile.data, key):
+            if ref.startswith("-"):
+                yield Problem(f"data.{key}", "error", f"dataset {ref!r} starts with '-': swift would read it as a "
+                              "flag.", "Give a dataset file, a hub id or builtin:self-cognition.")
+            elif not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and                     not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
+                yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
+                              "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")
