@@ -112,7 +112,7 @@ def parse_event_lines(block: bytes) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             event = json.loads(raw)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8 (a damaged line is counted, never fatal)
             bad += 1
             continue
         if isinstance(event, dict) and "type" in event:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from backend.profile import write_text_atomic
 from backend.runs.layout import StateFolder
-from backend.runs.process import JOB_MARKER_ENV, ProcessFields, current_boot_id, job_marker, start_detached, terminate
+from backend.runs.process import JOB_MARKER_ENV, Moment, Pid, ProcessFields, current_boot_id, job_marker, start_detached, terminate
 
 JobKind = Literal["merge", "infer"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
@@ -58,8 +58,8 @@ class JobState(ProcessFields):
     job_id: str
     kind: JobKind
     status: JobStatus = "starting"
-    child_pid: int | None = None
-    child_started: float | None = None
+    child_pid: Pid | None = None
+    child_started: Moment | None = None
     created_at: float = Field(default_factory=time.time)
     started_at: float | None = None
     ended_at: float | None = None

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 from backend.events import EVENTS_FILE_NAME
 from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile, write_text_atomic
-from backend.runs.process import ProcessFields, current_boot_id, this_host
+from backend.runs.process import Moment, Pid, ProcessFields, current_boot_id, this_host
 
 # unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
 Status = Literal["starting", "running", "stopping", "finished", "failed", "stopped", "unknown", "damaged"]
@@ -80,12 +80,12 @@ class RunState(ProcessFields):
     run_id: str
     profile_name: str
     status: Status = "starting"
-    pgid: int | None = None
-    trainer_pid: int | None = None
-    trainer_started: float | None = None
-    created_at: float = Field(default_factory=time.time)
-    started_at: float | None = None
-    ended_at: float | None = None
+    pgid: Pid | None = None
+    trainer_pid: Pid | None = None
+    trainer_started: Moment | None = None
+    created_at: Moment = Field(default_factory=time.time)
+    started_at: Moment | None = None
+    ended_at: Moment | None = None
     exit_code: int | None = None
     signal: str | None = None
     failure_reason: str | None = None

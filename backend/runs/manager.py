@@ -500,7 +500,8 @@ def delete_run(run: RunFolder, damaged_ok: bool = True) -> None:
         with run.control("delete"):
             state = refresh(run)
             if state.is_active:
-                raise RunRefused(f"run {run.run_id} is {state.status}; stop it before deleting")
+                where = f" on host {state.host}" if state.on_other_host() else ""
+                raise RunRefused(f"run {run.run_id} is {state.status}{where}; stop it before deleting")
             if state.status == "damaged" and not damaged_ok:
                 raise RunRefused(f"run {run.run_id} is {state.failure_reason}; confirm to delete it anyway")
             if run_marker(run.path).processes():

@@ -31,9 +31,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import psutil
 from pydantic import BaseModel, Field
+
+# a time (unix seconds) or pid read from a file: finite and in range, or the file is damaged
+Moment = Annotated[float, Field(allow_inf_nan=False, ge=0)]
+Pid = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 RUN_MARKER_ENV = "WORKBENCH_RUN_DIR"
 JOB_MARKER_ENV = "WORKBENCH_JOB_DIR"
@@ -56,11 +61,11 @@ def current_boot_id() -> str:
 
 def start_time_of(pid: int | None) -> float | None:
     """When the process `pid` started (unix seconds), or None when there is no such process."""
-    if not pid:
+    if not isinstance(pid, int) or pid <= 0:
         return None
     try:
         return psutil.Process(pid).create_time()
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError):
         return None
 
 
@@ -70,8 +75,8 @@ class ProcessFields(BaseModel):
 
     host: str = Field(default_factory=this_host)
     boot_id: str | None = None  # None: recorded by an older workbench, the boot cannot be checked
-    supervisor_pid: int | None = None
-    supervisor_started: float | None = None
+    supervisor_pid: Pid | None = None
+    supervisor_started: Moment | None = None
 
     def elsewhere(self) -> str | None:
         """Why this record's processes cannot be signalled from here (another host, an earlier
@@ -105,13 +110,13 @@ class Marker:
 
     def owns(self, pid: int | None, started: float | None) -> psutil.Process | None:
         """The process `pid` if it is provably the recorded one: same start time, carries the marker."""
-        if not pid or pid == os.getpid():
+        if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
             return None
         try:
             proc = psutil.Process(pid)
             if started is None or abs(proc.create_time() - started) > START_TIME_TOLERANCE_SECONDS:
                 return None
-        except psutil.Error:
+        except (psutil.Error, ValueError, OverflowError):
             return None
         return proc if self.carried_by(proc) else None
 
@@ -159,11 +164,11 @@ def supervisor_argv(run_dir: Path) -> list[str]:
 
 def is_alive(pid: int | None) -> bool:
     """Whether some process has this pid now. Says nothing about whose it is: use Marker.owns."""
-    if not pid:
+    if not isinstance(pid, int) or pid <= 0:
         return False
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError):
         return False
 
 
@@ -175,10 +180,10 @@ def run_processes(run_dir: Path, extra_pids: tuple[int | None, ...] = ()) -> lis
     marker = run_marker(run_dir)
     found = {proc.pid: proc for proc in marker.processes()}
     for pid in extra_pids:
-        if pid and pid not in found and pid != os.getpid():
+        if isinstance(pid, int) and pid > 0 and pid not in found and pid != os.getpid():
             try:
                 proc = psutil.Process(pid)
-            except psutil.Error:
+            except (psutil.Error, ValueError, OverflowError):
                 continue
             if marker.carried_by(proc):
                 found[pid] = proc
