@@ -1,0 +1,128 @@
+"""Sinks: webhook presets and retries against a local HTTP server, command on stdin, at most once,
+secrets from the environment, user-level defaults; stack dumps of a real Python process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from backend.watch.alerts import Alert
+from backend.watch.config import NotifySection, effective_notify, user_notify_defaults
+from backend.watch.sinks import CommandSink, Dispatcher, WebhookSink, sinks_for
+from backend.watch.stacks import dump_stacks
+from tests.runs.helpers import wait_for
+from tests.watch.test_watchdog_runs import Hook
+
+ALERT = Alert("failed", "CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory.", step=812,
+              evidence={"exit_code": 1}, run_id="20260101-quick-ab12", id="a1b2c3", time=1_700_000_000.0)
+
+
+def _headers_and_body(sink: WebhookSink) -> tuple[dict[str, str], bytes]:
+    request = sink.request(ALERT)
+    return {k.lower(): v for k, v in request.header_items()}, request.data
+
+
+def test_webhook_presets() -> None:
+    headers, body = _headers_and_body(WebhookSink("https://ntfy.sh/my-runs", "ntfy"))
+    assert body == b"20260101-quick-ab12 failed at step 812: CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory."
+    assert headers["title"] == "workbench: 20260101-quick-ab12 failed" and headers["priority"] == "high"
+    headers, body = _headers_and_body(WebhookSink("https://hooks.example/T0", "slack"))
+    text = "20260101-quick-ab12 failed at step 812: CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory."
+    assert json.loads(body) == {"text": text, "content": text} and headers["content-type"] == "application/json"
+    _, body = _headers_and_body(WebhookSink("https://hooks.example/x", "json"))
+    sent = json.loads(body)
+    assert (sent["kind"], sent["step"], sent["id"], sent["evidence"]) == ("failed", 812, "a1b2c3", {"exit_code": 1})
+
+
+def test_webhook_secrets_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_HOOK", "https://hooks.slack.example/services/T/B/secret")
+    monkeypatch.setenv("NTFY_TOKEN", "tk_123")
+    request = WebhookSink("${SLACK_HOOK}", "slack", token_env="NTFY_TOKEN").request(ALERT)
+    assert request.full_url == "https://hooks.slack.example/services/T/B/secret"
+    assert request.get_header("Authorization") == "Bearer tk_123"
+
+
+def test_webhook_retries_then_delivers_once(tmp_path: Path) -> None:
+    hook = Hook(fail_first=2)
+    try:
+        dispatcher = Dispatcher([WebhookSink(hook.url, "json")], tmp_path, sleep=lambda s: None)
+        dispatcher.submit(ALERT)
+        dispatcher.submit(ALERT)  # the same alert again: already delivered, not sent twice
+        dispatcher.close(timeout=20)
+    finally:
+        hook.close()
+    assert hook.requests == 3 and [b["id"] for b in hook.bodies] == ["a1b2c3"]
+    records = [json.loads(line) for line in (tmp_path / "deliveries.jsonl").read_text().splitlines()]
+    assert [(r["sink"], r["status"], r["attempts"]) for r in records] == [("webhook", "delivered", 3)]
+
+
+def test_missing_secret_gives_up_at_once_and_says_why(tmp_path: Path) -> None:
+    dispatcher = Dispatcher([WebhookSink("${NO_SUCH_WORKBENCH_VAR}", "json")], tmp_path)
+    started = time.monotonic()
+    dispatcher.submit(ALERT)
+    dispatcher.close(timeout=10)
+    assert time.monotonic() - started < 2
+    record = json.loads((tmp_path / "deliveries.jsonl").read_text())
+    assert (record["status"], record["attempts"], record["error"]) == (
+        "gave_up", 1, "environment variable NO_SUCH_WORKBENCH_VAR is not set")
+
+
+def test_command_gets_the_alert_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "got.json"
+    dispatcher = Dispatcher([CommandSink(f"cat > {out}")], tmp_path)
+    dispatcher.submit(ALERT)
+    dispatcher.close(timeout=10)
+    got = json.loads(out.read_text())
+    assert got["kind"] == "failed" and got["line"].startswith("20260101-quick-ab12 failed at step 812: CUDA")
+
+
+def test_kinds_filter_and_user_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "notify.toml").write_text('webhook = "https://ntfy.sh/mine"\nwebhook_format = "ntfy"\ndesktop = true\n')
+    assert user_notify_defaults().webhook == "https://ntfy.sh/mine"
+    merged = effective_notify(NotifySection(desktop=False, command="true"))
+    assert (merged.webhook, merged.webhook_format, merged.desktop, merged.command) == (
+        "https://ntfy.sh/mine", "ntfy", False, "true")
+    assert [s.name for s in sinks_for(merged)] == ["webhook", "command"]
+    out = tmp_path / "kinds.txt"
+    dispatcher = Dispatcher([CommandSink(f"cat >> {out}; echo >> {out}")], tmp_path, kinds=["hang"])
+    dispatcher.submit(ALERT)  # failed: not among the kinds
+    dispatcher.submit(Alert("hang", "no progress", step=3, id="h1"))
+    dispatcher.close(timeout=10)
+    assert [json.loads(line)["kind"] for line in out.read_text().splitlines() if line] == ["hang"]
+
+
+def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
+    """faulthandler registered as the callback does it; the dump names the function it is stuck in."""
+    script = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from backend.watch.stacks import register_stack_dump
+        keep = register_stack_dump(Path({str(tmp_path)!r}))
+        def stuck_in_a_collective():
+            print("ready", flush=True)
+            time.sleep(60)
+        stuck_in_a_collective()
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    unregistered = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        stacks = dump_stacks(tmp_path, [psutil.Process(child.pid), psutil.Process(unregistered.pid)])
+        assert list(stacks) == [str(child.pid)]  # never SIGUSR2 to a process that did not register
+        assert "line 7 in stuck_in_a_collective" in stacks[str(child.pid)]
+        assert unregistered.poll() is None and child.poll() is None
+    finally:
+        child.kill()
+        unregistered.kill()
+        child.wait()
+        unregistered.wait()
+    wait_for(lambda: child.poll() is not None, timeout=5)
