@@ -144,8 +144,7 @@ def find_commands(text: str) -> list[SwiftCommand]:
                 prefix[match.group(1)] = match.group(2)
                 words = words[1:]
             if not words:
-                exported.update(prefix)  # `A=B` alone sets a shell variable; scripts use it like export
-                continue
+                continue  # `A=B` alone sets a shell variable, which swift never sees
             command = _swift_invocation(words)
             if command is not None:
                 launcher, launcher_args, task, args = command
@@ -566,6 +565,9 @@ def _int(value: str, where: str, refused: list[str]) -> int:
 def _typed(values: list[str], spec: Any) -> Any:
     """A value for the profile: booleans and numbers typed, everything else kept exactly as written."""
     def one(text: str) -> Any:
+        for choice in spec.choices or ():
+            if choice is not None and str(choice) == text:
+                return choice
         if spec.type == "bool":
             return text.lower() in ("true", "1", "yes", "y", "t")
         if spec.type == "int" and re.fullmatch(r"-?\d+", text):
