@@ -66,7 +66,9 @@ class TunerSection(_Section):
         description="Modules that get adapters: all-linear, or names such as q_proj v_proj.",
     )
     quant_bits: Literal[4, 8] = Field(4, description="QLoRA: bits of the frozen base weights.")
-    quant_method: Literal["bnb"] = Field("bnb", description="QLoRA: quantisation library (bitsandbytes).")
+    quant_method: Literal["bnb", "hqq", "eetq", "quanto", "fp8"] | None = Field(
+        None, description="QLoRA: quantisation library (bnb = bitsandbytes); unset = none passed (swift 4.6 then "
+                          "builds no quantization config).")
     bnb_4bit_quant_type: Literal["nf4", "fp4"] = Field("nf4", description="QLoRA: 4-bit data type.")
     bnb_4bit_use_double_quant: bool = Field(True, description="QLoRA: quantise the quantisation constants too.")
     bnb_4bit_compute_dtype: ComputeDtype = Field("bfloat16", description="QLoRA: dtype of the matmuls.")
@@ -76,8 +78,9 @@ class TunerSection(_Section):
 
 
 class PrecisionSection(_Section):
-    bf16: bool = Field(False, description="bf16 mixed precision (Ampere or newer GPU, or CPU).")
-    fp16: bool = Field(False, description="fp16 mixed precision with dynamic loss scaling.")
+    bf16: bool | None = Field(None, description="bf16 mixed precision (Ampere or newer GPU, or CPU); unset = "
+                                                "swift's rule (bf16 for a bf16 model, fp16 for fp16/fp32 ones).")
+    fp16: bool | None = Field(None, description="fp16 mixed precision with dynamic loss scaling; unset = swift's rule.")
     tf32: bool = Field(False, description="Allow TF32 matmuls on Ampere+ GPUs (fp32 range, 10-bit mantissa).")
     loss_scale_init: float = Field(65536.0, gt=0, description="fp16: initial dynamic loss scale.")
     loss_scale_growth_interval: int = Field(
@@ -119,7 +122,11 @@ class FsdpSection(_Section):
 
 
 class DeepSpeedSection(_Section):
-    stage: Literal[2, 3] = Field(2, description="ZeRO stage: 2 shards gradients+optimizer, 3 also parameters.")
+    config: str | None = Field(
+        None, description="swift's own preset (zero0, zero1, zero2, zero3, zero2_offload, zero3_offload) or a "
+                          "DeepSpeed JSON file; unset = a JSON the workbench writes from stage and offload.")
+    stage: Literal[0, 1, 2, 3] = Field(2, description="ZeRO stage: 1 shards optimizer states, 2 also gradients, "
+                                                      "3 also parameters (0 = plain data parallel).")
     offload_optimizer: bool = Field(False, description="Optimizer state in host RAM.")
     offload_param: bool = Field(False, description="ZeRO-3: parameters in host RAM.")
 
@@ -143,29 +150,34 @@ class DistributionSection(_Section):
 
 
 class TrainingSection(_Section):
-    num_train_epochs: float = Field(1.0, gt=0, description="Epochs (ignored when max_steps > 0).")
+    num_train_epochs: float | None = Field(None, gt=0, description="Epochs (ignored when max_steps > 0); "
+                                                                   "unset = swift's default (3).")
     max_steps: int = Field(-1, ge=-1, description="Optimizer steps; -1 = decided by epochs.")
     per_device_train_batch_size: int = Field(1, ge=1, description="Sequences per process per step.")
     per_device_eval_batch_size: int = Field(1, ge=1, description="Sequences per process per eval step.")
-    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
-    learning_rate: float = Field(1e-4, gt=0, description="Peak learning rate.")
+    gradient_accumulation_steps: int | None = Field(
+        None, ge=1, description="Micro-batches per optimizer step; unset = swift's default (16 / batch x GPUs).")
+    learning_rate: float | None = Field(
+        None, gt=0, description="Peak learning rate; unset = swift's default (1e-5 full, 1e-4 LoRA).")
     lr_scheduler_type: Literal["cosine", "linear", "constant", "constant_with_warmup"] = Field(
         "cosine", description="Learning-rate schedule."
     )
     warmup_ratio: float = Field(0.0, ge=0.0, le=1.0, description="Fraction of steps spent warming up.")
     weight_decay: float = Field(0.1, ge=0.0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
-    max_length: int = Field(2048, ge=8, description="Longest sequence in tokens (longer rows are truncated).")
+    max_length: int | None = Field(None, ge=8, description="Longest sequence in tokens; unset = the model's "
+                                                           "(swift's default).")
     gradient_checkpointing: bool = Field(True, description="Recompute activations in backward to save memory.")
     gradient_checkpointing_use_reentrant: bool | None = Field(
         None, description="torch checkpoint use_reentrant; must be false under DDP."
     )
     logging_steps: int = Field(5, ge=1, description="Log loss every N steps.")
-    eval_steps: int = Field(100, ge=1, description="Evaluate every N steps.")
-    save_steps: int = Field(100, ge=1, description="Save a checkpoint every N steps.")
-    save_total_limit: int = Field(2, ge=1, description="Checkpoints kept.")
+    eval_steps: int | None = Field(None, ge=1, description="Evaluate every N steps; unset = swift's (save_steps).")
+    save_steps: int | None = Field(None, ge=1, description="Save a checkpoint every N steps; unset = swift's (500).")
+    save_total_limit: int | None = Field(None, ge=1, description="Checkpoints kept; unset = all (swift's default).")
     seed: int = Field(42, description="Random seed.")
-    dataloader_num_workers: int = Field(0, ge=0, description="Data loader worker processes.")
+    dataloader_num_workers: int | None = Field(
+        None, ge=0, description="Data loader worker processes; unset = swift's default (1; 0 saves ~420 MB on CPU).")
 
 
 class OutputSection(_Section):
@@ -192,6 +204,7 @@ class LaunchProfile(BaseModel):
 
     name: str = Field("untitled", min_length=1, description="Short name shown in run lists.")
     description: str = Field("", description="What this profile is for.")
+    task: Literal["sft", "pt"] = Field("sft", description="swift sft (fine-tuning) or swift pt (pre-training).")
     model: ModelSection = Field(default_factory=ModelSection)
     data: DataSection = Field(default_factory=DataSection)
     tuner: TunerSection = Field(default_factory=TunerSection)
@@ -203,14 +216,27 @@ class LaunchProfile(BaseModel):
     watch: WatchSection = Field(default_factory=WatchSection)
     notify: NotifySection = Field(default_factory=NotifySection)
     extra_swift_args: dict[str, ScalarArg] = Field(
-        default_factory=dict, description="Further `swift sft` arguments, passed as --key value."
+        default_factory=dict, description="Further `swift sft` arguments, passed as --key=value (checked against "
+                                          "swift's own parser: `workbench schema --swift`)."
     )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables of the run (NCCL_*, MAX_PIXELS ...). Secrets "
+                                          "(names like *_TOKEN, *_API_KEY) are listed with an empty value and "
+                                          "taken from your environment at launch, never stored.")
 
     @model_validator(mode="after")
     def _extra_args_are_names(self) -> LaunchProfile:
         for key in self.extra_swift_args:
             if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
                 raise ValueError(f"extra_swift_args key {key!r} is not a swift argument name (lower_snake_case)")
+        from backend.swift_schema import is_secret_name
+
+        for key, value in self.env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"env name {key!r} is not an environment variable name")
+            if value and is_secret_name(key):
+                raise ValueError(f"env {key} looks like a secret: write {key} = \"\" and set it in your environment "
+                                 f"(it is read at launch, never stored)")
         return self
 
 
