@@ -21,7 +21,9 @@ from backend.runs.diagnose import describe_exit
 from backend.runs.layout import RunFolder, RunState, checkpoint_problem
 
 EVENTS_SCAN_BYTES = 4 * 2**20  # the facts below come from the start and the end of events.jsonl
-HELP_PRINTED = re.compile(r"^usage: .*(?:\n.*){0,40}?\n(?:options|optional arguments):", re.MULTILINE)
+# argparse's help: a usage line, and (after hundreds of wrapped usage lines for swift) the options heading
+HELP_USAGE = re.compile(r"^usage: ", re.MULTILINE)
+HELP_OPTIONS = re.compile(r"^(?:options|optional arguments):\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -80,10 +82,19 @@ def _not_finite(event: dict[str, Any], name: str) -> bool:
     return (isinstance(named, list) and name in named) or (isinstance(value, float) and not math.isfinite(value))
 
 
+def _log_head(run: RunFolder, max_bytes: int = 65_536) -> str:
+    try:
+        with open(run.log_path, "rb") as handle:
+            return handle.read(max_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def trained_nothing(run: RunFolder, log_tail: str, evidence: Evidence | None = None) -> str | None:
     """Why a run that exited 0 did not really train, or None when it did."""
     evidence = evidence or read_evidence(run.events_path)
-    if not evidence.began and HELP_PRINTED.search(log_tail):
+    head = _log_head(run)
+    if not evidence.began and HELP_USAGE.search(head + log_tail) and HELP_OPTIONS.search(head + log_tail):
         return ("swift printed its help instead of training (a value starting with '-', such as "
                 "model.source = '--help', is read as a flag); nothing was trained")
     if not evidence.log_steps and not (evidence.last_step or 0) > 0:
