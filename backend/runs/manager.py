@@ -132,35 +132,24 @@ def launch_problems(run: RunFolder, plan: LaunchPlan) -> list[Problem]:
     free = _free_bytes(plan.output_dir)
     if free is not None and need is not None and free < need:
         problems.append(Problem("output.output_dir", "error",
-                                f"{_gib(free)} free on the disk of {plan.output_dir}, the first checkpoint needs "
-                                f"about {_gib(need)}.", "Free space there or choose another output_dir."))
+                                f"{_size(free)} free on the disk of {plan.output_dir}; the first checkpoint needs "
+                                f"about {_size(need)}.", "Free space there or choose another output_dir."))
     return problems
 
 
 def first_checkpoint_bytes(run: RunFolder, plan: LaunchPlan) -> int | None:
-    """Forecast of one checkpoint: trainable weights (fp32) + Adam's two moments, plus the
-    saved model for a full fine-tune; a 10% margin. None when the forecast has no figures."""
+    """Forecast of one checkpoint from the memory forecast: the trainable weights in fp32 and AdamW's
+    two moments (12 bytes a trainable parameter; a LoRA saves only the adapter), 10% margin.
+    None when the forecast has no parameter count."""
     try:
-        forecast = json.loads(run.forecast_path.read_text(encoding="utf-8")) if run.forecast_path.is_file() else {}
-    except (OSError, ValueError):
-        forecast = {}
-    trainable = _number(forecast, "trainable_params")
-    if trainable is None:
+        forecast = json.loads(run.forecast_path.read_text(encoding="utf-8"))
+        trainable = forecast["parameters"]["trainable"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return int(trainable * 4 * 3 * 1.1)
-
-
-def _number(data: Any, key: str) -> float | None:
-    """The first finite number stored under `key` anywhere in a JSON tree."""
-    if isinstance(data, dict):
-        value = data.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-            return float(value)
-        for child in data.values():
-            found = _number(child, key)
-            if found is not None:
-                return found
-    return None
+    if isinstance(trainable, bool) or not isinstance(trainable, (int, float)) or not math.isfinite(trainable) \
+            or trainable < 0:
+        return None
+    return int(trainable * 12 * 1.1)
 
 
 def _free_bytes(path: Path) -> int | None:
@@ -173,8 +162,11 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1024:.1f} KiB"
 
 
 def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
@@ -194,7 +186,7 @@ def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) ->
     try:
         from backend.estimate.forecast import forecast_for_profile
 
-        forecast: dict[str, Any] = forecast_for_profile(profile, Path(model_dir))
+        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir)  # a folder, or a hub id refs resolves
     except Exception as err:  # a forecast must never stop a launch
         forecast = {"error": f"no forecast: {err}"}
     write_text_atomic(run.forecast_path, json.dumps(forecast, indent=2))
