@@ -19,17 +19,18 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from backend.estimate.shape import ConfigError
-from backend.estimate.shape import ModelShape as PlannerShape
+from backend.estimate.shape import ConfigError, ModelShape, format_count
 from backend.paths import BUILTIN_PREFIX, REPO_DIR, cache_dir, is_builtin
+from backend.refs import Origin
 
-Origin = Literal["builtin", "local", "hf-cache", "modelscope-cache", "hub"]
+__all__ = ["ModelInfo", "ModelShape", "SwiftInference", "describe_source", "discover_models", "exact_info",
+           "format_count", "infer_swift_types", "load_swift_registry", "read_model_dir"]
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json", "*.gguf")
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".cache", "site-packages"}
 
@@ -37,143 +38,21 @@ SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".cache", "
 BUILTIN_SWIFT_TYPES = ("qwen2", "qwen")
 
 
-# ---------------------------------------------------------------- shape from config.json
+# ---------------------------------------------------------------- shape
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """What config.json says about a decoder-only model."""
+def shape_of_config(config: dict[str, Any], source: str = "config.json") -> tuple[ModelShape | None, list[str]]:
+    """The exact shape when transformers answered before (cache, no child), else the formula's.
 
-    model_type: str | None
-    architecture: str | None
-    layers: int | None
-    hidden_size: int | None
-    heads: int | None
-    kv_heads: int | None
-    head_dim: int | None
-    intermediate_size: int | None
-    vocab_size: int | None
-    context_length: int | None
-    tied_embeddings: bool
-    num_experts: int | None = None
-    parameters: int | None = None
-    parameters_exact: bool = False
-    notes: tuple[str, ...] = ()
-
-    def describe(self) -> list[tuple[str, str]]:
-        """(label, value) rows for display."""
-        kv = f" ({self.kv_heads} key/value)" if self.kv_heads and self.kv_heads != self.heads else ""
-        experts = [("experts", str(self.num_experts))] if self.num_experts else []
-        return [
-            ("architecture", self.architecture or self.model_type or "?"),
-            ("layers", _or_q(self.layers)),
-            ("hidden size", _or_q(self.hidden_size)),
-            ("heads", _or_q(self.heads) + kv),
-            ("vocab", _or_q(self.vocab_size)),
-            ("context", _or_q(self.context_length)),
-            *experts,
-            ("parameters", format_count(self.parameters, exact=self.parameters_exact)),
-        ]
-
-
-def _or_q(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
-
-
-def format_count(count: int | None, *, exact: bool = True) -> str:
-    """1234567 -> '1.23 M (1,234,567)'; approximate counts get a leading '≈'."""
-    if count is None:
-        return "?"
-    prefix = "" if exact else "≈ "
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if count >= size:
-            return f"{prefix}{count / size:.3g} {unit} ({count:,})"
-    return f"{prefix}{count:,}"
-
-
-def text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Multimodal configs keep the language model's keys under `text_config` / `llm_config`."""
-    for key in ("text_config", "llm_config", "language_config"):
-        nested = config.get(key)
-        if isinstance(nested, dict) and "hidden_size" in nested:
-            return {**nested, "architectures": config.get("architectures"), "_outer_type": config.get("model_type")}
-    return config
-
-
-def shape_from_config(config: dict[str, Any]) -> ModelShape:
-    cfg = text_config(config)
-    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _int(cfg, "num_attention_heads", "n_head")
-    kv_heads = _int(cfg, "num_key_value_heads", "multi_query_group_num") or heads
-    head_dim = _int(cfg, "head_dim") or (hidden // heads if hidden and heads else None)
-    context = _int(cfg, "max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")
-    architectures = config.get("architectures") or []
-    shape = ModelShape(
-        model_type=cfg.get("_outer_type") or cfg.get("model_type"),
-        architecture=architectures[0] if architectures else None,
-        layers=layers,
-        hidden_size=hidden,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate_size=_int(cfg, "intermediate_size", "n_inner", "ffn_hidden_size"),
-        vocab_size=_int(cfg, "vocab_size", "padded_vocab_size"),
-        context_length=context,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        num_experts=_int(cfg, "num_local_experts", "num_experts", "n_routed_experts"),
-    )
-    count, exact, notes = count_parameters(cfg, shape)
-    return ModelShape(**{**shape.__dict__, "parameters": count, "parameters_exact": exact, "notes": notes})
-
-
-def _int(cfg: dict[str, Any], *keys: str) -> int | None:
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
-KNOWN_DENSE_FAMILIES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "internlm2", "yi", "olmo2"}
-
-
-def count_parameters(cfg: dict[str, Any], shape: ModelShape) -> tuple[int | None, bool, tuple[str, ...]]:
-    """Parameters from config.json alone: returns (count, exact, notes).
-
-    Dense decoders are counted by the memory planner's shape model (one formula for the whole
-    workbench); `exact` is True for the families whose layout it knows (the count then equals
-    the weights' element count). Mixture-of-experts models, which the planner refuses, get an
-    estimate with a Llama-style layout.
+    Returns (shape, problems); the shape is None when config.json lacks what the formula needs
+    and transformers has not been asked yet (the picker asks it in a worker: `exact_info`).
     """
-    h, n_layers, vocab = shape.hidden_size, shape.layers, shape.vocab_size
-    if not (h and n_layers and vocab and shape.heads and shape.head_dim):
-        return None, False, ("config.json lacks the sizes needed to count parameters",)
-    family = str(cfg.get("model_type") or "")
-    if not shape.num_experts:
-        try:
-            total = PlannerShape.from_config_dict(cfg).total_params
-        except ConfigError as err:
-            return None, False, (str(err),)
-        exact = family in KNOWN_DENSE_FAMILIES
-        notes = () if exact else (f"parameter count assumes a Llama-style layout for model_type {family!r}",)
-        return total, exact, notes
-    return _moe_parameters(cfg, shape), False, (f"mixture of experts ({family!r}): parameter count estimated",)
+    from backend.estimate.exact import cached_answer, shape_from
 
-
-def _moe_parameters(cfg: dict[str, Any], shape: ModelShape) -> int:
-    h, vocab = shape.hidden_size or 0, shape.vocab_size or 0
-    head_dim, heads = shape.head_dim or 0, shape.heads or 0
-    q_width, kv_width = heads * head_dim, (shape.kv_heads or heads) * head_dim
-    attention = 2 * h * q_width + 2 * h * kv_width
-    experts = shape.num_experts or 0
-    expert_inter = _int(cfg, "moe_intermediate_size") or shape.intermediate_size or 4 * h
-    mlp = experts * 3 * h * expert_inter + h * experts  # experts + router
-    shared = _int(cfg, "shared_expert_intermediate_size")
-    if shared:
-        mlp += 3 * h * shared + h  # shared expert + its gate
-    total = (shape.layers or 0) * (attention + mlp + 2 * h) + vocab * h + h
-    return total if shape.tied_embeddings else total + vocab * h
+    try:
+        return shape_from(config, cached_answer(config), source), []
+    except ConfigError as err:
+        return None, [f"{err}; the exact count comes from transformers (asked in the background)"]
 
 
 # ---------------------------------------------------------------- what a model is
@@ -213,8 +92,24 @@ def read_model_dir(path: Path, *, ref: str | None = None, label: str | None = No
     if not isinstance(config, dict):
         info.problems.append(f"{config_path} is not a JSON object")
         return info
-    info.shape = shape_from_config(config)
+    info.shape, problems = shape_of_config(config, str(config_path))
+    info.problems += problems
     return info
+
+
+def exact_info(info: ModelInfo, progress: Callable[[str], None] | None = None) -> ModelInfo:
+    """`info` with its shape from transformers itself (one child process the first time, then
+    cached). Run it off the UI thread. Unknown architectures keep the formula, labelled estimated."""
+    from backend.estimate.exact import exact_shape
+
+    if info.path is None or not (info.path / "config.json").is_file():
+        return info
+    try:
+        shape = exact_shape(info.path, progress=progress)
+    except ConfigError as err:
+        return replace(info, problems=[*info.problems, str(err)])
+    problems = [p for p in info.problems if "comes from transformers" not in p]
+    return replace(info, shape=shape, problems=problems)
 
 
 def builtin_info(name: str) -> ModelInfo:
@@ -226,23 +121,32 @@ def builtin_info(name: str) -> ModelInfo:
     if (path / "config.json").is_file():
         info = read_model_dir(path, ref=ref, label=ref, origin="builtin")
         return info
+    config = builtin_config(name)
+    shape, _ = shape_of_config(config, ref)
+    # the vocabulary is the trained tokenizer's, known only once built: the count is an upper bound
+    note = "not built yet: built offline on first launch (seconds); vocabulary size approximate"
+    return ModelInfo(ref=ref, label=ref, origin="builtin", path=path,
+                     shape=shape.with_note(note) if shape else None, built=False)
+
+
+def builtin_config(name: str) -> dict[str, Any]:
+    """The config.json a built-in model will have, from the builder's spec (before it is built)."""
+    from backend.demo.build import BUILTIN_MODELS
+
     spec = BUILTIN_MODELS[name]
-    config = {
+    return {
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": spec.hidden_size,
         "intermediate_size": spec.intermediate_size, "num_hidden_layers": spec.num_hidden_layers,
         "num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
         "vocab_size": spec.vocab_size, "max_position_embeddings": spec.max_position_embeddings,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": True, "torch_dtype": "float32",
     }
-    shape = shape_from_config(config)
-    # the vocabulary is the trained tokenizer's, known only once built: the count is an upper bound
-    shape = ModelShape(**{**shape.__dict__, "parameters_exact": False,
-                          "notes": ("not built yet: built offline on first launch (seconds)",)})
-    return ModelInfo(ref=ref, label=ref, origin="builtin", path=path, shape=shape, built=False)
 
 
 def describe_source(source: str, base_dir: Path | None = None) -> ModelInfo:
     """What `profile.model.source` names: a built-in, a local folder, a cached or a hub model."""
+    from backend.refs import resolve_model_ref
+
     if is_builtin(source):
         from backend.demo.build import BUILTIN_MODELS
 
@@ -251,65 +155,34 @@ def describe_source(source: str, base_dir: Path | None = None) -> ModelInfo:
             return ModelInfo(ref=source, label=source, origin="builtin", built=False,
                              problems=[f"unknown built-in model; known: {', '.join(BUILTIN_MODELS)}"])
         return builtin_info(name)
-    path = Path(source).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        path = base_dir / path
-    if path.is_dir():
-        return read_model_dir(path.resolve(), ref=source, label=source)
-    if source.startswith(("/", "./", "../", "~")):
-        return ModelInfo(ref=source, label=source, origin="local",
-                         problems=[f"folder {source!r} does not exist"])
-    cached = find_cached(source)
-    if cached is not None:
-        info = read_model_dir(cached.path, ref=source, label=source, origin=cached.origin)  # type: ignore[arg-type]
-        return info
-    return ModelInfo(ref=source, label=source, origin="hub",
-                     problems=["hub id not in a local cache: swift downloads it at launch; shape unknown until then"])
+    resolved = resolve_model_ref(source, base_dir)
+    if resolved.path is not None and resolved.path.is_dir():
+        return read_model_dir(resolved.path, ref=source, label=source, origin=resolved.origin)
+    return ModelInfo(ref=source, label=source, origin=resolved.origin,
+                     problems=[resolved.problem or f"{source!r} cannot be found"])
 
 
 # ---------------------------------------------------------------- discovery
 
 
-def hf_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
-    return home / "hub"
-
-
-def modelscope_cache_dir() -> Path:
-    root = Path(os.environ.get("MODELSCOPE_CACHE", "~/.cache/modelscope/hub")).expanduser()
-    return root
-
-
 def scan_hf_cache(root: Path | None = None) -> Iterator[ModelInfo]:
-    """`models--Org--Name/snapshots/<rev>/config.json`; the newest snapshot of each model."""
-    root = root or hf_cache_dir()
-    if not root.is_dir():
-        return
-    for repo in sorted(root.glob("models--*")):
-        snapshots = [s for s in (repo / "snapshots").glob("*") if (s / "config.json").is_file()]
-        if not snapshots:
-            continue
-        newest = max(snapshots, key=lambda s: s.stat().st_mtime)
-        hub_id = repo.name.removeprefix("models--").replace("--", "/")
-        # a local path: a bare hub id would make swift download from ModelScope (its default hub)
-        yield read_model_dir(newest, ref=str(newest), label=f"{hub_id} (HF cache)", origin="hf-cache")
+    """Every model of the Hugging Face cache, at the snapshot `refs/main` points at (huggingface_hub)."""
+    from backend.refs import hf_cached_ids, hf_snapshot
+
+    for hub_id in hf_cached_ids(root):
+        snapshot = hf_snapshot(hub_id, root)
+        if snapshot is not None:
+            # a local path: a bare hub id would make swift download from ModelScope (its default hub)
+            yield read_model_dir(snapshot, ref=str(snapshot), label=f"{hub_id} (HF cache)", origin="hf-cache")
 
 
 def scan_modelscope_cache(root: Path | None = None) -> Iterator[ModelInfo]:
-    """`[models/]Org/Name/config.json`; ModelScope stores dots in names as '___'."""
-    root = root or modelscope_cache_dir()
-    if not root.is_dir():
-        return
-    for base in (root / "models", root):
-        if not base.is_dir():
-            continue
-        for config in sorted(base.glob("*/*/config.json")):
-            folder = config.parent
-            if folder.parent.name in ("models", "datasets", "._____temp"):
-                continue
-            hub_id = f"{folder.parent.name}/{folder.name}".replace("___", ".")
+    """Every model of the ModelScope cache, at the folder modelscope itself resolves offline."""
+    from backend.refs import modelscope_cached_ids, modelscope_snapshot
+
+    for hub_id in modelscope_cached_ids(root):
+        folder = modelscope_snapshot(hub_id, root)
+        if folder is not None:
             yield read_model_dir(folder, ref=str(folder), label=f"{hub_id} (ModelScope cache)",
                                  origin="modelscope-cache")
 
@@ -365,29 +238,6 @@ def discover_models(local_roots: Iterable[Path] = ()) -> list[ModelInfo]:
     found += list(scan_hf_cache())
     found += list(scan_modelscope_cache())
     return found
-
-
-@dataclass(frozen=True)
-class _Cached:
-    path: Path
-    origin: str
-
-
-def find_cached(hub_id: str) -> _Cached | None:
-    """The local copy of `Org/Name` in the HF or ModelScope cache, if there is one."""
-    if hub_id.count("/") != 1:
-        return None
-    org, name = hub_id.split("/")
-    snapshots = hf_cache_dir() / f"models--{org}--{name}" / "snapshots"
-    candidates = [s for s in snapshots.glob("*") if (s / "config.json").is_file()] if snapshots.is_dir() else []
-    if candidates:
-        return _Cached(max(candidates, key=lambda s: s.stat().st_mtime), "hf-cache")
-    ms_name = name.replace(".", "___")
-    for base in (modelscope_cache_dir() / "models", modelscope_cache_dir()):
-        folder = base / org / ms_name
-        if (folder / "config.json").is_file():
-            return _Cached(folder, "modelscope-cache")
-    return None
 
 
 # ---------------------------------------------------------------- swift's model_type / template

@@ -1,4 +1,4 @@
-"""Where the workbench keeps things, and how built-in references resolve to real paths.
+"""Where the workbench keeps things (references are resolved by backend.refs, the one resolver).
 
 Profiles may name `builtin:tiny-qwen2` (the embedded model, built offline on first use)
 or `builtin:self-cognition` (the dataset shipped in this package), so a shipped profile
@@ -43,35 +43,14 @@ def looks_local(ref: str) -> bool:
 
 
 def resolve_dataset(ref: str, base_dir: Path | None = None) -> str:
-    """Turn a dataset reference into what swift takes: an absolute file path or a hub id."""
-    if is_builtin(ref):
-        name = ref.removeprefix(BUILTIN_PREFIX)
-        if name not in BUILTIN_DATASETS:
-            raise KeyError(f"unknown built-in dataset {ref!r}; known: {', '.join(BUILTIN_DATASETS)}")
-        return str(BUILTIN_DATASETS[name])
-    path_part, sep, sample = ref.partition("#")
-    candidate = Path(path_part).expanduser()
-    if not candidate.is_absolute() and base_dir is not None and (base_dir / candidate).exists():
-        candidate = base_dir / candidate
-    if candidate.exists() or looks_local(path_part):
-        return str(candidate.resolve()) + (sep + sample)
-    return ref
+    """Dataset reference -> what swift takes (one resolver: backend.refs)."""
+    from backend.refs import resolve_dataset as resolve
+
+    return resolve(ref, base_dir)
 
 
 def resolve_model(ref: str, base_dir: Path | None = None, *, build: bool = False) -> str:
-    """Model reference -> absolute local path or hub id.
+    """Model reference -> absolute local path or hub id (one resolver: backend.refs)."""
+    from backend.refs import resolve_model as resolve
 
-    A built-in model resolves to its cache folder; `build=True` also builds it when missing
-    (in a child process, seconds).
-    """
-    if is_builtin(ref):
-        from backend.demo.build import builtin_model_path, ensure_builtin_model
-
-        name = ref.removeprefix(BUILTIN_PREFIX)
-        return str(ensure_builtin_model(name) if build else builtin_model_path(name))
-    candidate = Path(ref).expanduser()
-    if not candidate.is_absolute() and base_dir is not None and (base_dir / candidate).exists():
-        candidate = base_dir / candidate
-    if candidate.exists() or looks_local(ref):
-        return str(candidate.resolve())
-    return ref
+    return resolve(ref, base_dir, build=build)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -21,9 +22,15 @@ from backend.models import (
     scan_hf_cache,
     scan_local,
     scan_modelscope_cache,
-    shape_from_config,
+    shape_of_config,
     swift_model_name,
 )
+
+
+def shape_from_config(config: dict):
+    shape, problems = shape_of_config(config)
+    assert shape is not None, problems
+    return shape
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,13 +72,13 @@ def test_tiny_model_shape_matches_its_weights(tiny_model: Path) -> None:
     info = read_model_dir(tiny_model)
     config = json.loads((tiny_model / "config.json").read_text())
     shape = info.shape
-    assert shape is not None and shape.parameters_exact
+    assert shape is not None and shape.family_known
     assert shape.parameters == _safetensors_elements(tiny_model)
     rows = dict(shape.describe())
     assert rows["layers"] == str(config["num_hidden_layers"])
     assert rows["hidden size"] == str(config["hidden_size"])
     assert rows["heads"] == f"{config['num_attention_heads']} ({config['num_key_value_heads']} key/value)"
-    assert rows["vocab"] == f"{config['vocab_size']:,}"
+    assert rows["vocab"] == f"{config['vocab_size']:,} (tied embeddings)"
     assert rows["context"] == f"{config['max_position_embeddings']:,}"
     assert rows["architecture"] == "Qwen2ForCausalLM"
 
@@ -80,18 +87,19 @@ def test_tiny_model_shape_matches_its_weights(tiny_model: Path) -> None:
                                                (QWEN25_05B, QWEN25_05B_PARAMETERS)], ids=["llama2-7b", "qwen2.5-0.5b"])
 def test_parameter_count_of_published_models(config: dict, published: int) -> None:
     shape = shape_from_config(config)
-    assert shape.parameters == published and shape.parameters_exact
+    assert shape.parameters == published and shape.family_known
 
 
 def test_multimodal_config_reads_the_language_model() -> None:
     shape = shape_from_config({"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl",
                                "text_config": {**QWEN25_05B, "model_type": "qwen2"}})
-    assert (shape.layers, shape.hidden_size, shape.model_type) == (24, 896, "qwen2_vl")
+    assert (shape.num_layers, shape.hidden_size) == (24, 896)
 
 
 def test_unknown_family_is_marked_as_an_estimate() -> None:
     shape = shape_from_config({**LLAMA2_7B, "model_type": "somethingnew"})
-    assert not shape.parameters_exact and shape.notes
+    assert not shape.exact and shape.count_label == "estimated, not exact (formula)"
+    assert dict(shape.describe())["parameters"].startswith("≈ 6.74 B")
     assert format_count(shape.parameters, exact=False).startswith("≈ 6.74 B")
 
 
@@ -104,7 +112,14 @@ def test_missing_or_broken_config_is_reported(tmp_path: Path) -> None:
 
 def test_caches_and_local_folders_are_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hf = tmp_path / "hf"
-    snapshot = _model_folder(hf / "models--meta-llama--Llama-2-7b-hf" / "snapshots" / "abc123", LLAMA2_7B)
+    repo = hf / "models--meta-llama--Llama-2-7b-hf"
+    snapshot = _model_folder(repo / "snapshots" / "abc123", LLAMA2_7B)
+    # a newer-looking snapshot that refs/main does not point at must not win
+    other = _model_folder(repo / "snapshots" / "fff999", {**LLAMA2_7B, "num_hidden_layers": 1})
+    os.utime(other / "config.json", (2e9, 2e9))
+    os.utime(other, (2e9, 2e9))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
     ms = tmp_path / "ms"
     ms_model = _model_folder(ms / "models" / "Qwen" / "Qwen2___5-0___5B-Instruct", QWEN25_05B)
     local = _model_folder(tmp_path / "work" / "my-finetune", QWEN25_05B)
@@ -125,7 +140,9 @@ def test_caches_and_local_folders_are_discovered(tmp_path: Path, monkeypatch: py
 
     # a typed hub id resolves to its cached copy; swift sees the name it matches on
     cached = describe_source("Qwen/Qwen2.5-0.5B-Instruct")
-    assert cached.origin == "modelscope-cache" and cached.shape.layers == 24
+    assert cached.origin == "modelscope-cache" and cached.shape.num_layers == 24
+    llama = describe_source("meta-llama/Llama-2-7b-hf")
+    assert llama.origin == "hf-cache" and llama.path == snapshot and llama.shape.num_layers == 32
     assert swift_model_name(str(snapshot)) == "Llama-2-7b-hf"
     assert swift_model_name(str(ms_model)) == "Qwen2.5-0.5B-Instruct"
     unknown = describe_source("nobody/NoSuchModel-1B")

@@ -8,15 +8,23 @@ from typing import TYPE_CHECKING, Any
 from backend.estimate.fit import detect_gpu_memory_bytes, detect_host_memory_bytes
 from backend.estimate.from_profile import request_from_profile
 from backend.estimate.planner import estimate
-from backend.estimate.shape import ModelShape
 
 if TYPE_CHECKING:
     from backend.profile import LaunchProfile
 
 
-def forecast_for_profile(profile: "LaunchProfile", model_dir: Path) -> dict[str, Any]:
-    """`Estimate.to_json()` for the profile on this machine's GPUs (fit included when known)."""
-    shape = ModelShape.from_config_dir(model_dir)
+def forecast_for_profile(profile: "LaunchProfile", model: str | Path) -> dict[str, Any]:
+    """`Estimate.to_json()` for the profile on this machine's GPUs (fit included when known).
+
+    `model` is what `--model` got: a folder, or a hub id whose cached copy backend.refs finds
+    (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
+    before (cache), else the formula's; a launch never waits for a child process here.
+    """
+    from backend.estimate.exact import cached_shape
+    from backend.estimate.from_profile import config_dir_for
+
+    targets = tuple(profile.tuner.target_modules) or ("all-linear",)
+    shape = cached_shape(config_dir_for(str(model)), targets)
     request = request_from_profile(profile, shape, gpu_memory_bytes=detect_gpu_memory_bytes())
     forecast = estimate(shape, request).to_json()
     forecast["host_memory_bytes"] = detect_host_memory_bytes()

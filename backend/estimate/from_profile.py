@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,56 +68,42 @@ def _offload(profile: LaunchProfile) -> tuple[bool, bool | None]:
     return False, None
 
 
-def shape_from_profile(profile: LaunchProfile, base_dir: Path | None = None) -> ModelShape:
-    """Find the profile's config.json: a local folder, a built-in model, or a hub id already cached."""
+def shape_from_profile(profile: LaunchProfile, base_dir: Path | None = None, *, exact: bool = False,
+                       progress: Callable[[str], None] | None = None) -> ModelShape:
+    """The profile's model shape: built-in, local folder, run:ID, or a hub id already cached.
+
+    `exact=True` asks transformers (one child process the first time, announced through
+    `progress`, then cached); `exact=False` never starts a child: the cached exact answer when
+    there is one, else the formula (labelled estimated where it is not exact).
+    """
+    from backend.estimate.exact import cached_shape, exact_shape, shape_from
     from backend.paths import BUILTIN_PREFIX, is_builtin, resolve_model
 
     source = profile.model.source
+    targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     if is_builtin(source) and not (Path(resolve_model(source)) / "config.json").exists():
-        return _builtin_shape(source.removeprefix(BUILTIN_PREFIX))
-    return ModelShape.from_config_dir(config_dir_for(source, base_dir))
+        return _builtin_shape(source.removeprefix(BUILTIN_PREFIX), shape_from)
+    folder = config_dir_for(source, base_dir)
+    if exact:
+        return exact_shape(folder, targets, progress=progress)
+    return cached_shape(folder, targets)
 
 
-def _builtin_shape(name: str) -> ModelShape:
+def _builtin_shape(name: str, shape_from: Callable[..., ModelShape]) -> ModelShape:
     """A built-in model not built yet: its shape from the builder's spec (vocab size approximate)."""
     from backend.demo.build import BUILTIN_MODELS
+    from backend.models import builtin_config
 
     if name not in BUILTIN_MODELS:
         raise ConfigError(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
-    spec = BUILTIN_MODELS[name]
-    return ModelShape.from_config_dict({
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": spec.hidden_size,
-        "intermediate_size": spec.intermediate_size, "num_hidden_layers": spec.num_hidden_layers,
-        "num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
-        "vocab_size": spec.vocab_size, "max_position_embeddings": spec.max_position_embeddings,
-        "tie_word_embeddings": True, "torch_dtype": "float32",
-    }, source=f"builtin:{name}")
+    return ModelShape.from_config_dict(builtin_config(name), source=f"builtin:{name}")
 
 
 def config_dir_for(source: str, base_dir: Path | None = None) -> Path:
-    from backend.paths import is_builtin, resolve_model
+    """The folder holding the model's config.json (backend.refs resolves it); ConfigError if none."""
+    from backend.refs import model_config_dir
 
-    if is_builtin(source):
-        path = Path(resolve_model(source))
-        if (path / "config.json").exists():
-            return path
-        raise ConfigError(f"built-in model {source!r} is not built yet ({path}); run it once or pass --model DIR")
-    resolved = resolve_model(source, base_dir)
-    if Path(resolved).exists():
-        return Path(resolved)
-    cached = _cached_hub_config(source)
-    if cached is None:
-        raise ConfigError(f"model {source!r} is a hub id with no local copy of its config.json; "
-                          "pass --model DIR (a folder holding config.json)")
-    return cached
-
-
-def _cached_hub_config(repo_id: str) -> Path | None:
-    """config.json of a hub model already in the Hugging Face or ModelScope cache, if any."""
-    hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-    hf_hub = Path(os.environ.get("HF_HUB_CACHE", hf_home / "hub"))
-    snapshots = hf_hub / f"models--{repo_id.replace('/', '--')}" / "snapshots"
-    candidates = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    ms_home = Path(os.environ.get("MODELSCOPE_CACHE", Path.home() / ".cache" / "modelscope"))
-    candidates += [ms_home / "hub" / "models" / repo_id / "config.json", ms_home / "hub" / repo_id / "config.json"]
-    return next((p.parent for p in candidates if p.exists()), None)
+    try:
+        return model_config_dir(source, base_dir)
+    except LookupError as err:
+        raise ConfigError(f"{err.args[0]}; pass --model DIR (a folder holding config.json)") from None

@@ -123,6 +123,30 @@ class ModelShape:
     def with_note(self, note: str) -> ModelShape:
         return replace(self, notes=(*self.notes, note))
 
+    @property
+    def parameters(self) -> int:
+        return self.total_params
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(label, value) rows for display; the parameter row says where its count comes from."""
+        kv = f" ({self.num_kv_heads} key/value)" if self.num_kv_heads != self.num_heads else ""
+        rows = [
+            ("architecture", self.architecture if self.architecture != "unknown" else self.model_type),
+            ("layers", f"{self.num_layers:,}" + (f" ({self.decoder_layer_class})" if self.decoder_layer_class else "")),
+            ("hidden size", f"{self.hidden_size:,}"),
+            ("heads", f"{self.num_heads:,}{kv}"),
+            ("vocab", f"{self.vocab_size:,}" + (" (tied embeddings)" if self.tie_word_embeddings else "")),
+            ("context", f"{self.max_position_embeddings:,}" if self.max_position_embeddings else "?"),
+        ]
+        if self.fused_projections:
+            rows.append(("fused", ", ".join(self.fused_projections)))
+        if self.is_moe:
+            shared = f", {self.shared_experts} shared" if self.shared_experts else ""
+            rows.append(("experts", f"{self.num_experts} ({self.experts_per_token} per token{shared})"))
+            rows.append(("active", format_count(self.active_params, exact=self.exact) + " per token"))
+        rows.append(("parameters", f"{format_count(self.total_params, exact=self.exact)} \u2014 {self.count_label}"))
+        return rows
+
     # ------------------------------------------------------------ construction
 
     @classmethod
@@ -420,6 +444,17 @@ class ModelShape:
                     "expert_parallelism": "not modelled: every GPU holds every expert"} if self.is_moe else None,
             "notes": list(self.notes),
         }
+
+
+def format_count(count: int | None, *, exact: bool = True) -> str:
+    """1234567 -> '1.23 M (1,234,567)'; approximate counts get a leading '\u2248'."""
+    if count is None:
+        return "?"
+    prefix = "" if exact else "\u2248 "
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= size:
+            return f"{prefix}{count / size:.3g} {unit} ({count:,})"
+    return f"{prefix}{count:,}"
 
 
 def _dtype(cfg: dict[str, Any]) -> str | None:

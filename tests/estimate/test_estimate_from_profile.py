@@ -19,7 +19,8 @@ def profile(text: str) -> LaunchProfile:
 def test_defaults_map_to_an_fp32_single_gpu_lora(qwen7b: ModelShape) -> None:
     req = request_from_profile(LaunchProfile(), qwen7b)
     assert (req.tuner, req.lora_rank, req.lora_dropout, req.target_modules) == ("lora", 8, 0.05, ("all-linear",))
-    assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 2048)
+    # max_length unset: swift's default, the model's own limit (Qwen2.5-7B's config: 131072)
+    assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 131072)
     assert req.precision == "fp32" and req.torch_dtype == "bf16"  # torch_dtype auto -> config.json
 
 
@@ -89,6 +90,24 @@ def test_hub_id_found_in_the_hugging_face_cache(monkeypatch, tmp_path: Path) -> 
     snapshot = tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text((FIXTURES / "qwen2_5_7b" / "config.json").read_text())
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc123")  # huggingface_hub follows refs/main
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     assert config_dir_for("Qwen/Qwen2.5-7B-Instruct") == snapshot
+
+
+def test_hub_id_found_in_the_modelscope_cache_under_its_own_naming(monkeypatch, tmp_path: Path) -> None:
+    """ModelScope stores dots as '___'; the picker and the planner find the same folder."""
+    folder = tmp_path / "ms" / "models" / "Qwen" / "Qwen2___5-7B-Instruct"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text((FIXTURES / "qwen2_5_7b" / "config.json").read_text())
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "ms"))
+    assert config_dir_for("Qwen/Qwen2.5-7B-Instruct") == folder
+    from backend.models import describe_source
+
+    assert describe_source("Qwen/Qwen2.5-7B-Instruct").path == folder
+    p = LaunchProfile.model_validate({"model": {"source": "Qwen/Qwen2.5-7B-Instruct"}})
+    assert shape_from_profile(p).total_params == 7_615_616_512
