@@ -1,9 +1,11 @@
-"""Runs with real swift subprocesses on the tiny model: finish, DDP, stop, kill, SIGHUP, resume."""
+"""Runs with real swift subprocesses on the tiny model: finish, DDP, stop, kill, a terminal's hang-up and
+Ctrl-C (to the whole process group, and a real terminal killed), resume."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from backend.runs.layout import RunFolder
 from backend.runs.manager import find_run, refresh
 from backend.runs.process import run_processes
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
+from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = pytest.mark.slow
 
@@ -110,18 +113,53 @@ def test_kill_9_of_the_trainer_is_seen_as_failed(tiny_model: Path, isolated_runs
     wait_for(lambda: run_processes(run.path) == [], timeout=30, what="the run's other processes to end")
 
 
-def test_run_survives_sighup_of_the_launching_cli(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
-    profile = quick_profile(tmp_path, training={"max_steps": 400, "logging_steps": 5})
-    cli = subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+def _cli_as_a_shell_job(profile: Path, **pipes: object) -> subprocess.Popen[str]:
+    """`workbench run PROFILE` as an interactive shell starts it: in a process group of its own. A terminal's
+    hang-up or Ctrl-C reaches that whole group (os.killpg), not one pid."""
+    return subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], process_group=0,
+                            text=True, **pipes)  # type: ignore[call-overload]
+
+
+def _keeps_stepping_then_finishes(run: RunFolder, max_steps: int) -> None:
+    step = log_events(run)[-1]["step"]
+    went_on = first_log_at(run, step + 10)
+    wait_for(lambda: went_on() or not refresh(run).is_active, timeout=120, what="more steps or the run's end")
+    assert went_on(), f"the run did not go on after the terminal's signal: {refresh(run)}\n{run.log_tail()[-2000:]}"
+    wait_for(lambda: not refresh(run).is_active, timeout=180, what="run end")
+    state = refresh(run)
+    assert state.status == "finished", (state, run.log_tail()[-2000:])
+    assert [e["step"] for e in read_all(run.events_path) if e["type"] == "run_end"] == [max_steps]
+
+
+def test_run_survives_sighup_to_the_launching_cli_process_group(
+        tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": 150, "logging_steps": 1})
+    cli = _cli_as_a_shell_job(profile, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run = wait_for(lambda: _latest_run(), what="run folder")
     wait_for(first_log_at(run, 5), what="training")
-    cli.send_signal(signal.SIGHUP)
-    assert cli.wait(timeout=10) != 0  # the CLI itself is gone
-    wait_for(lambda: refresh(run).status != "running" and refresh(run).status != "starting", timeout=180,
-             what="run end")
-    assert refresh(run).status == "finished"
-    assert log_events(run)[-1]["step"] >= 395
+    os.killpg(cli.pid, signal.SIGHUP)
+    assert cli.wait(timeout=10) == -signal.SIGHUP  # the CLI itself is gone
+    wait_for(lambda: _group_alive(cli.pid) == [], timeout=10, what="the CLI's process group to end")
+    _keeps_stepping_then_finishes(run, 150)
+
+
+def test_workbench_run_in_a_terminal_that_hangs_up(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
+    """`workbench run` in a real terminal (tmux); the terminal goes (its server is killed, as a dropped SSH
+    link does): the CLI dies with it, the run keeps stepping and finishes."""
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
+    profile = quick_profile(tmp_path, training={"max_steps": 150, "logging_steps": 1})
+    tmux = Tmux(tmp_path / "tmux.sock")
+    try:
+        sid = tmux.start("ssh", f"{WORKBENCH} run {profile}", size=(120, 30))
+        tmux.wait_for("ssh", r"training.*loss \d")  # the CLI follows the run on the terminal
+        run = _latest_run()
+        assert run is not None and run_processes(run.path)
+        tmux.hang_up()
+    finally:
+        tmux.hang_up()
+    wait_until_gone(sid)  # the terminal's every process, the CLI included
+    _keeps_stepping_then_finishes(run, 150)
 
 
 def _latest_run() -> RunFolder | None:
@@ -159,11 +197,10 @@ def test_fp32_run_says_why_there_is_no_scaler(tiny_model: Path, isolated_runs: P
 
 def test_ctrl_c_detaches_the_cli_and_the_run_goes_on(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
     profile = quick_profile(tmp_path, training={"max_steps": 100_000, "num_train_epochs": 1000.0})
-    cli = subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+    cli = _cli_as_a_shell_job(profile, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run = wait_for(lambda: _latest_run(), what="run folder")
     wait_for(first_log_at(run, 5), what="training")
-    cli.send_signal(signal.SIGINT)
+    os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its whole foreground process group
     output, _ = cli.communicate(timeout=30)
     assert cli.returncode == 0
     assert "detached; the run goes on" in output and f"workbench status {run.run_id}" in output
