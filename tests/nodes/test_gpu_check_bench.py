@@ -46,7 +46,7 @@ def test_dry_run_builds_every_case(tmp_path: Path) -> None:
         assert 1 < predicted < 80  # the planner forecast the real shapes
         command = section.strip().splitlines()[-1]
         assert "CUDA_VISIBLE_DEVICES=0" in command and "--use_cpu" not in command
-        assert "--truncation_strategy right" in command and "--save_strategy no" in command
+        assert "--truncation_strategy=right" in command and "--save_strategy=no" in command
     assert "--quant_bits 4" in sections[1] and "--tuner_type full" in sections[2]
     assert "WORKBENCH_LOSS_SCALE_INIT=65536.0" in sections[3] and "WORKBENCH_INJECT_OVERFLOW_STEPS=10" in sections[3]
     fsdp = load_config_from_file(str(tmp_path / "runs" / "fsdp-1proc" / "accelerate_config.yaml"))
