@@ -34,6 +34,10 @@ def _tui_profile(args: list[str]) -> Path | None | bool:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["status", "--line"]:  # tmux / a prompt, every few seconds: no Typer, no pydantic
+        from backend.watch.inbox import main as status_line
+
+        sys.exit(status_line())
     profile = _tui_profile(sys.argv[1:])
     if profile is False:
         full_app()()

@@ -40,8 +40,8 @@ def open_tui(
 def full_app() -> typer.Typer:
     """The app with every sub-command registered (once); tests drive this one."""
     if not app.registered_commands:
-        from backend.cli import estimate, export, jobs, profiles, runs
+        from backend.cli import estimate, export, jobs, profiles, runs, watch
 
-        for module in (profiles, runs, estimate, jobs, export):
+        for module in (profiles, runs, estimate, jobs, export, watch):
             module.register(app)
     return app

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -165,7 +167,13 @@ def test_injected_nan_then_kill_9_alert_and_reach_a_flaky_webhook(
         notify={"webhook": hook.url, "webhook_format": "json", "kinds": ["nonfinite", "failed"]},
     )
     run = _start(profile)
+    until_alert = subprocess.Popen([sys.executable, "-m", "backend.cli", "watch", run.run_id, "--until", "alert"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     nan = wait_for(lambda: _alert(run, "nonfinite"), timeout=180, what="the nonfinite alert")
+    out, _ = until_alert.communicate(timeout=60)
+    assert until_alert.returncode == 4 and f"{run.run_id} nonfinite at step 6: grad_norm became NaN/inf" in out
+    line = workbench("status", "--line").stdout
+    assert line.startswith("quickstart-test ") and "/100000 loss " in line and line.endswith("| ! 1 new (nonfinite)\n")
     assert nan.step == 6
     assert nan.evidence["nonfinite"] == ["grad_norm"]  # transformers' nan filter hides the NaN loss itself
     _record_latency("nonfinite", nan.time - _log_time(run, 6))
@@ -174,6 +182,9 @@ def test_injected_nan_then_kill_9_alert_and_reach_a_flaky_webhook(
     trainer = _trainer(run)
     killed_at = time.time()
     trainer.send_signal(signal.SIGKILL)
+    until_end = workbench("watch", run.run_id, "--until", "finished", check=False)
+    assert until_end.returncode == 1 and until_end.stdout.startswith(f"{run.run_id} failed at step ")
+    assert ": killed by SIGKILL (nobody asked it to stop: often the kernel's OOM killer)" in until_end.stdout
     failed = wait_for(lambda: _alert(run, "failed"), timeout=90, what="the failed alert")
     assert "SIGKILL" in failed.message and failed.evidence["signal"] is not None
     _record_latency("failed (kill -9)", failed.time - killed_at)
@@ -200,8 +211,10 @@ def test_overflow_run_and_scale_floor_with_the_webhook_down(
         watch={"overflow_run": 3, "loss_scale_min": 20.0, "poll_seconds": 0.5},
         notify={"webhook": url, "webhook_retries": 1},
     )
-    workbench("run", str(profile))
-    run = find_run("quickstart-test")
+    run = _start(profile)
+    watched = workbench("watch", run.run_id, "--until", "finished", "--json", check=False)
+    assert watched.returncode == 0
+    assert [json.loads(line)["kind"] for line in watched.stdout.splitlines()] == ["loss_scale", "loss_scale", "finished"]
     assert refresh(run).status == "finished"
     alerts = read_alerts(run.path)
     scale = [a for a in alerts if a.kind == "loss_scale"]

@@ -1,0 +1,239 @@
+"""What the user has not seen yet, across all runs, and the one-line status for tmux / a prompt.
+
+Light on purpose: `workbench status --line` runs every few seconds from tmux's status bar, so this
+module uses the stdlib and backend.paths only (no pydantic, no psutil). It finds run folders as
+`backend.runs.index.known_folders` does (the index file and the workspace; a test checks they
+agree) and reads state.json, the tail of events.jsonl and alerts.jsonl as plain JSON.
+
+Seen marks live in `<data dir>/inbox_seen.json`: per run folder, the byte offset of alerts.jsonl
+up to which the user has looked (alerts.jsonl is append-only, so an offset is exact).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.paths import data_dir
+
+ACTIVE = ("starting", "running", "stopping")
+SEEN_FILE = "inbox_seen.json"
+
+
+def _workspace() -> Path:
+    override = os.environ.get("WORKBENCH_WORKSPACE")
+    return Path(override).expanduser().resolve() if override else data_dir() / "runs"
+
+
+def run_folders() -> list[Path]:
+    """Every run folder with a state.json: the index's and the workspace's."""
+    seen: dict[str, Path] = {}
+    try:
+        with open(data_dir() / "runs.jsonl", "rb") as handle:
+            for raw in handle.read(64 * 2**20).split(b"\n"):
+                try:
+                    path = json.loads(raw)["path"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if isinstance(path, str) and path:
+                    seen.setdefault(path, Path(path))
+    except OSError:
+        pass
+    workspace = _workspace()
+    try:
+        for child in os.scandir(workspace):
+            seen.setdefault(str(Path(child.path).resolve()), Path(child.path).resolve())
+    except OSError:
+        pass
+    return [path for path in seen.values() if (path / "state.json").is_file()]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def last_log(run_dir: Path, tail_bytes: int = 16_384) -> dict[str, Any] | None:
+    """The newest rank-0 `log` event, from the file's tail only."""
+    try:
+        with open(run_dir / "events.jsonl", "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - tail_bytes))
+            lines = handle.read().split(b"\n")
+    except OSError:
+        return None
+    for raw in reversed(lines):
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "log" and event.get("rank", 0) == 0:
+            return event
+    return None
+
+
+# ---------------------------------------------------------------- seen marks
+
+
+def seen_path() -> Path:
+    return data_dir() / SEEN_FILE
+
+
+def load_seen() -> dict[str, int]:
+    data = read_json(seen_path()) or {}
+    return {k: v for k, v in data.items() if isinstance(v, int)}
+
+
+def save_seen(marks: dict[str, int]) -> None:
+    path = seen_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(marks, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class InboxItem:
+    run_dir: Path
+    alert: dict[str, Any]
+
+    @property
+    def line(self) -> str:
+        a = self.alert
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.get("time") or 0))
+        where = f" at step {a['step']}" if a.get("step") is not None else ""
+        return f"{when}  {self.run_dir.name} {a.get('kind')}{where}: {a.get('message')}"
+
+
+def unseen(marks: dict[str, int] | None = None, include_seen: bool = False) -> tuple[list[InboxItem], dict[str, int]]:
+    """Alerts not yet seen, oldest first, and the marks that would make them seen."""
+    marks = dict(load_seen() if marks is None else marks)
+    items: list[InboxItem] = []
+    new_marks = dict(marks)
+    for folder in run_folders():
+        path = folder / "alerts.jsonl"
+        key = str(folder)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        start = 0 if include_seen else marks.get(key, 0)
+        if size <= start:
+            continue
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            block = handle.read(size - start)
+        complete, _, _rest = block.rpartition(b"\n")
+        new_marks[key] = start + len(complete) + (1 if complete else 0)
+        for raw in complete.split(b"\n"):
+            try:
+                alert = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(alert, dict) and alert.get("type") == "alert":
+                items.append(InboxItem(folder, alert))
+    items.sort(key=lambda item: item.alert.get("time") or 0)
+    return items, new_marks
+
+
+def unseen_count(marks: dict[str, int]) -> tuple[int, str | None]:
+    """How many alerts are unseen, and the kind of the newest (sizes first: cheap when nothing is new)."""
+    count, newest, newest_kind = 0, 0.0, None
+    for folder in run_folders():
+        try:
+            size = (folder / "alerts.jsonl").stat().st_size
+        except OSError:
+            continue
+        if size <= marks.get(str(folder), 0):
+            continue
+        with open(folder / "alerts.jsonl", "rb") as handle:
+            handle.seek(marks.get(str(folder), 0))
+            for raw in handle.read().split(b"\n"):
+                try:
+                    alert = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(alert, dict) and alert.get("type") == "alert":
+                    count += 1
+                    if (alert.get("time") or 0) >= newest:
+                        newest, newest_kind = alert.get("time") or 0, alert.get("kind")
+    return count, newest_kind
+
+
+# ---------------------------------------------------------------- the status line
+
+
+def _short_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 86_400:
+        return f"{seconds // 86_400}d{seconds % 86_400 // 3600}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _supervisor_gone(state: dict[str, Any]) -> bool:
+    """True only when provably gone: same host, pid not there. Otherwise we do not know."""
+    pid = state.get("supervisor_pid")
+    if not pid or state.get("host") not in (None, socket.gethostname()):
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError, ValueError):
+        return False
+    return False
+
+
+def run_part(folder: Path, state: dict[str, Any]) -> str:
+    name = state.get("profile_name") or folder.name
+    if _supervisor_gone(state):
+        return f"{name} ?"  # says running, but its supervisor is gone: `workbench runs` reconciles it
+    event = last_log(folder)
+    if event is None:
+        return f"{name} {state.get('status', 'starting')}"
+    step, total = event.get("step"), event.get("max_steps")
+    part = f"{name} {step}/{total}" if total else f"{name} {step}"
+    if isinstance(event.get("loss"), (int, float)):
+        part += f" loss {event['loss']:.3g}"
+    speed = event.get("steps_per_second")
+    if total and speed and isinstance(step, int) and total > step:
+        part += f" eta {_short_duration((total - step) / speed)}"
+    return part
+
+
+def status_line(max_runs: int = 2) -> str:
+    """"quickstart 120/400 loss 1.23 eta 2m10s | ! 2 new (hang)"; empty when nothing runs and all is seen."""
+    parts = []
+    active = []
+    for folder in run_folders():
+        state = read_json(folder / "state.json")
+        if state and state.get("status") in ACTIVE:
+            active.append((state.get("created_at") or 0, folder, state))
+    active.sort(key=lambda item: item[0], reverse=True)
+    parts += [run_part(folder, state) for _, folder, state in active[:max_runs]]
+    if len(active) > max_runs:
+        parts.append(f"+{len(active) - max_runs} more")
+    count, kind = unseen_count(load_seen())
+    if count:
+        parts.append(f"! {count} new ({kind})")
+    return " | ".join(parts)
+
+
+def main(args: list[str] | None = None) -> int:
+    """`workbench status --line`."""
+    try:
+        line = status_line()
+    except Exception as err:  # a status bar shows a short error, never a traceback
+        line = f"workbench: {type(err).__name__}"
+    print(line)
+    return 0

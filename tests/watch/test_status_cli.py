@@ -1,0 +1,85 @@
+"""`workbench status --line` and `workbench inbox` over hand-made run folders (the file protocol)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.runs import index
+from backend.watch import inbox
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=os.environ.copy())
+
+
+def _run(workspace: Path, name: str, status: str, supervisor_pid: int | None, created: float,
+         logs: list[dict] = (), alerts: list[dict] = ()) -> Path:
+    folder = workspace / name
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({
+        "run_id": name, "profile_name": name.split("-")[0], "status": status, "host": socket.gethostname(),
+        "supervisor_pid": supervisor_pid, "created_at": created}))
+    (folder / "events.jsonl").write_text("".join(json.dumps({"v": 1, "type": "log", "rank": 0, "time": 1.0, **e}) + "\n"
+                                                 for e in logs))
+    if alerts:
+        (folder / "alerts.jsonl").write_text("".join(json.dumps({"v": 1, "type": "alert", **a}) + "\n" for a in alerts))
+    return folder
+
+
+@pytest.fixture
+def runs(isolated_runs: Path) -> Path:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _run(isolated_runs, "quick-a", "running", os.getpid(), 100.0,
+         logs=[{"step": 119, "max_steps": 400, "loss": 1.5, "steps_per_second": 2.0},
+               {"step": 120, "max_steps": 400, "loss": 1.2345, "steps_per_second": 2.0},
+               {"step": 120, "max_steps": 400, "loss": 9.0, "steps_per_second": 2.0, "rank": 1}])
+    _run(isolated_runs, "lost-b", "running", dead.pid, 90.0)
+    _run(isolated_runs, "big-c", "failed", None, 80.0,
+         alerts=[{"id": "x1", "kind": "hang", "step": 800, "time": 1_790_000_000.0, "message": "no progress for 600 s"},
+                 {"id": "x2", "kind": "failed", "step": 812, "time": 1_790_000_100.0,
+                  "message": "CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory."}])
+    return isolated_runs
+
+
+def test_status_line_then_inbox_marks_seen(runs: Path) -> None:
+    assert _cli("status", "--line").stdout == "quick 120/400 loss 1.23 eta 2m20s | lost ? | ! 2 new (failed)\n"
+    result = _cli("inbox")
+    assert result.returncode == 0
+    hang_time = time.strftime("%Y-%m-%d %H:%M", time.localtime(1_790_000_000.0))
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{hang_time}  big-c hang at step 800: no progress for 600 s"
+    assert lines[1].endswith("  big-c failed at step 812: CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory.")
+    assert len(lines) == 2
+    assert _cli("inbox").stdout == "nothing new\n"
+    assert _cli("status", "--line").stdout == "quick 120/400 loss 1.23 eta 2m20s | lost ?\n"
+    # a new alert after the mark is new again, and only it
+    with open(runs / "big-c" / "alerts.jsonl", "a") as handle:
+        handle.write(json.dumps({"v": 1, "type": "alert", "id": "x3", "kind": "disk", "step": None, "time": 2e9,
+                                 "message": "disk low"}) + "\n")
+    assert _cli("status", "--line").stdout.endswith("| ! 1 new (disk)\n")
+    assert [json.loads(line)["id"] for line in _cli("inbox", "--json", "--peek").stdout.splitlines()] == ["x3"]
+    assert _cli("inbox", "--all", "--peek").stdout.count("big-c") == 3
+
+
+def test_status_line_is_empty_when_nothing_runs_and_all_is_seen(isolated_runs: Path) -> None:
+    _run(isolated_runs, "old-d", "finished", None, 1.0)
+    assert _cli("status", "--line").stdout == "\n"
+
+
+def test_light_folder_scan_agrees_with_the_run_index(runs: Path, tmp_path: Path) -> None:
+    elsewhere = _run(tmp_path / "elsewhere", "far-e", "finished", None, 5.0)
+    index.register(elsewhere)
+    assert sorted(inbox.run_folders()) == sorted(index.known_folders())
+    assert len(inbox.run_folders()) == 4
