@@ -101,6 +101,9 @@ def estimate_command(
     host_memory: Annotated[float | None, typer.Option(
         "--host-memory", min=0.001, help="GiB of RAM per node; default: this machine's.", show_default=False)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of the table.")] = False,
+    formula: Annotated[bool, typer.Option(
+        "--formula", help="Count with the pure-Python formula instead of asking transformers (no child "
+        "process; exact for Llama/Qwen/Mistral, estimated for the rest).")] = False,
 ) -> None:
     """Forecast per-GPU and host memory; say whether it fits and what would."""
     overrides = {
@@ -111,7 +114,7 @@ def estimate_command(
         "target_modules": tuple(t.strip() for t in target_modules.split(",") if t.strip())
         if target_modules is not None else None,
     }
-    shape, request = _inputs(profile, model)
+    shape, request = _inputs(profile, model, formula=formula)
     try:
         request = replace(request, **{k: _plain(v) for k, v in overrides.items() if v is not None})
     except ValueError as err:
@@ -126,13 +129,24 @@ def estimate_command(
         console.print(render_table(result, describe_terms=console.width >= 120))
 
 
-def _inputs(profile: Path | None, model: Path | None) -> tuple[ModelShape, EstimateRequest]:
-    """Shape and base request, from the profile when one is given, else from defaults."""
+def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) -> tuple[ModelShape, EstimateRequest]:
+    """Shape and base request, from the profile when one is given, else from defaults.
+
+    The shape comes from transformers itself (one child process the first time, announced on
+    stderr; cached afterwards), or from the formula with `--formula`."""
+    from backend.estimate.exact import cached_shape, exact_shape
+
+    def announce(line: str) -> None:
+        typer.echo(f"workbench estimate: {line}", err=True)
+
+    def shape_of(folder: Path, targets: tuple[str, ...] = ("all-linear",)) -> ModelShape:
+        return cached_shape(folder, targets) if formula else exact_shape(folder, targets, progress=announce)
+
     try:
         if profile is None:
             if model is None:
                 _fail("nothing to estimate: pass a PROFILE or --model DIR (a folder holding config.json)")
-            return ModelShape.from_config_dir(model), EstimateRequest()
+            return shape_of(model), EstimateRequest()
         from backend.estimate.from_profile import request_from_profile, shape_from_profile
         from backend.profile import ProfileError, load_profile
 
@@ -140,7 +154,9 @@ def _inputs(profile: Path | None, model: Path | None) -> tuple[ModelShape, Estim
             loaded = load_profile(profile)
         except ProfileError as err:
             _fail(f"profile {profile}: {err}")
-        shape = ModelShape.from_config_dir(model) if model else shape_from_profile(loaded, profile.parent)
+        targets = tuple(loaded.tuner.target_modules) or ("all-linear",)
+        shape = shape_of(model, targets) if model else shape_from_profile(
+            loaded, profile.parent, exact=not formula, progress=announce)
         return shape, request_from_profile(loaded, shape)
     except (ConfigError, ValueError) as err:
         _fail(str(err))

@@ -55,7 +55,8 @@ def _header(est: Estimate) -> Text:
     s, r = est.shape, est.request
     tuner = r.tuner if r.tuner == "full" else f"{r.tuner} r={r.lora_rank} on {','.join(r.resolved_targets)}"
     lines = [
-        f"{s.architecture} ({s.model_type}): {s.total_params / 1e9:.2f}B parameters, {s.num_layers} layers, "
+        f"{s.architecture} ({s.model_type}): {s.total_params / 1e9:.2f}B parameters, {s.count_label}, "
+        f"{s.num_layers} layers, "
         f"hidden {s.hidden_size}, {s.num_heads} heads / {s.num_kv_heads} kv heads, vocab {s.vocab_size}",
         f"{tuner}; {r.precision} (weights {r.weight_dtype}); {est.sharding_label}; batch {r.batch_size} x "
         f"{r.max_length} tokens; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}",
