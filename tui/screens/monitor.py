@@ -33,6 +33,7 @@ from backend.series import MetricsStore
 from backend.system_monitor import SystemMonitor, SystemSample
 from tui.feed import RunFeed
 from tui.widgets.dialogs import ConfirmModal
+from tui.widgets.alerts_panel import AlertsPanel
 from tui.widgets.log_tail import LogTail
 from tui.widgets.memory_panel import MemoryPanel
 from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot
@@ -138,6 +139,7 @@ class MonitorScreen(Screen[None]):
                 yield LossScalePlot(id="scale-plot")
             with Vertical(id="memory-panel", classes="panel"):
                 yield MemoryPanel(self._read_forecast(), id="memory")
+        yield AlertsPanel(self.feed.run.path, id="alerts")  # the watchdog's alerts (#15)
         yield LogTail(id="log-tail")
         yield Footer()
 

@@ -1,0 +1,57 @@
+"""The monitor's alerts panel: lists the run's alerts, toasts and rings for new ones only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+
+from tui.widgets.alerts_panel import AlertsPanel
+
+
+def _append(folder: Path, **alert: object) -> None:
+    with open(folder / "alerts.jsonl", "a") as handle:
+        handle.write(json.dumps({"v": 1, "type": "alert", "time": 1_790_000_000.0, "action": "alert", **alert}) + "\n")
+
+
+class PanelApp(App[None]):
+    def __init__(self, folder: Path, bell: bool):
+        super().__init__()
+        self.folder, self.want_bell, self.bells = folder, bell, 0
+
+    def compose(self) -> ComposeResult:
+        yield AlertsPanel(self.folder, bell=self.want_bell, poll_seconds=60, id="alerts")
+
+    def bell(self) -> None:
+        self.bells += 1
+
+
+async def test_panel_hidden_until_an_alert_then_lists_and_toasts(tmp_path: Path) -> None:
+    app = PanelApp(tmp_path, bell=True)
+    async with app.run_test() as pilot:
+        panel = app.query_one(AlertsPanel)
+        assert not panel.display or not panel.has_class("-shown")
+        _append(tmp_path, id="a", kind="nonfinite", step=6, message="grad_norm became NaN/inf at step 6 (rank 0)")
+        _append(tmp_path, id="b", kind="hang", step=40, message="no progress for 9 s after step 40 [limit 8 s]",
+                action="stop")
+        assert [a.kind for a in panel.check()] == ["nonfinite", "hang"]
+        await pilot.pause()
+        assert panel.has_class("-shown") and panel.region.height >= 2
+        text = str(panel.render())
+        assert "nonfinite at step 6: grad_norm became NaN/inf at step 6 (rank 0)" in text
+        assert "hang at step 40: no progress for 9 s after step 40 [limit 8 s] (run stopped)" in text  # no markup
+        assert [n.title for n in app._notifications] == ["nonfinite at step 6", "hang at step 40"]
+        assert app.bells == 1
+        assert panel.check() == []  # nothing new: no toast, no bell
+        assert app.bells == 1
+
+
+async def test_alerts_from_before_the_monitor_opened_are_listed_not_rung(tmp_path: Path) -> None:
+    _append(tmp_path, id="old", kind="failed", step=812, message="CUDA out of memory")
+    app = PanelApp(tmp_path, bell=True)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        panel = app.query_one(AlertsPanel)
+        assert "failed at step 812: CUDA out of memory" in str(panel.render())
+        assert app.bells == 0 and list(app._notifications) == []
