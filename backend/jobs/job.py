@@ -173,9 +173,16 @@ def list_jobs(jobs_dir: Path, kind: JobKind | None = None) -> list[JobFolder]:
     """Jobs in a jobs folder, newest first."""
     if not Path(jobs_dir).is_dir():
         return []
-    jobs = [JobFolder(p) for p in Path(jobs_dir).iterdir() if p.is_dir()]
-    jobs = [j for j in jobs if j.exists() and (kind is None or j.read_state().kind == kind)]
-    return sorted(jobs, key=lambda j: j.read_state().created_at, reverse=True)
+    states = {}
+    for folder in (p for p in Path(jobs_dir).iterdir() if p.is_dir()):
+        job = JobFolder(folder)
+        try:
+            if job.exists():
+                states[job] = job.read_state()
+        except ValueError:  # a damaged job folder is skipped, never fatal for the others
+            continue
+    jobs = [j for j, state in states.items() if kind is None or state.kind == kind]
+    return sorted(jobs, key=lambda j: states[j].created_at, reverse=True)
 
 
 def stop_job(job: JobFolder) -> JobState:

@@ -42,15 +42,15 @@ IDENTITY_KIND = "finetune-workbench run"
 MAX_STATE_BYTES = 1_000_000  # a state.json is a few hundred bytes; anything huge is not one
 
 
-class StateUnreadable(Exception):
+class StateUnreadable(ValueError):
     """state.json is missing, empty, not JSON, not UTF-8, too large or has wrong-typed fields."""
 
 
-class FolderBusy(Exception):
+class FolderBusy(ValueError):
     """Another workbench command is starting, stopping, resuming or deleting this run right now."""
 
 
-class FolderNotWritable(Exception):
+class FolderNotWritable(ValueError):
     """The run folder cannot be written (read-only, permissions, disk full)."""
 
 
