@@ -82,3 +82,21 @@ def test_stopping_a_job_spares_a_planted_pid(workspace: Path, tmp_path: Path) ->
     state = stop_job(job)
     assert h.alive(victim), "stop_job signalled a process that is not the job's"
     assert state.status == "failed" and "supervisor vanished" in state.failure_reason  # nothing of it runs
+
+
+def test_stopping_a_real_job_ends_its_marked_processes_and_records_stopped(workspace: Path, tmp_path: Path) -> None:
+    import sys
+
+    from backend.jobs.job import start_job, wait_job
+    from backend.runs.process import job_marker
+
+    spec = JobSpec(kind="infer", description="a sleeping job", cwd=str(tmp_path), output=str(tmp_path / "o"),
+                   argv=[sys.executable, "-c", "print('WORKBENCH_PROGRESS 0.5 half', flush=True); "
+                                               "import time; time.sleep(60)"])
+    job = start_job(workspace / "jobs", spec)
+    h.wait_until(lambda: len(job_marker(job.path).processes()) == 2, what="the supervisor and its command")
+    bystander = h.sleeper()
+    state = stop_job(job)
+    assert state.status == "stopped" and state.stop_requested
+    assert job_marker(job.path).processes() == [] and h.alive(bystander)
+    assert wait_job(job, timeout=1).status == "stopped"
