@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.events import EventReader
+from backend.safe_text import visible
 
 ALERTS_FILE_NAME = "alerts.jsonl"
 ALERTS_VERSION = 1
@@ -42,9 +43,9 @@ class Alert:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def line(self) -> str:
-        """"run X failed at step 812: CUDA out of memory" """
+        """"run X failed at step 812: CUDA out of memory" (control characters shown as escapes)"""
         where = f" at step {self.step}" if self.step is not None else ""
-        return f"{self.run_id or 'run'} {self.kind}{where}: {self.message}"
+        return visible(f"{self.run_id or 'run'} {self.kind}{where}: {self.message}")
 
 
 def alerts_path(run_dir: Path) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.paths import data_dir
+from backend.safe_text import visible
 
 ACTIVE = ("starting", "running", "stopping")
 SEEN_FILE = "inbox_seen.json"
@@ -110,7 +111,7 @@ class InboxItem:
         a = self.alert
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.get("time") or 0))
         where = f" at step {a['step']}" if a.get("step") is not None else ""
-        return f"{when}  {self.run_dir.name} {a.get('kind')}{where}: {a.get('message')}"
+        return visible(f"{when}  {self.run_dir.name} {a.get('kind')}{where}: {a.get('message')}")
 
 
 def unseen(marks: dict[str, int] | None = None, include_seen: bool = False) -> tuple[list[InboxItem], dict[str, int]]:
@@ -195,7 +196,7 @@ def _supervisor_gone(state: dict[str, Any]) -> bool:
 
 
 def run_part(folder: Path, state: dict[str, Any]) -> str:
-    name = state.get("profile_name") or folder.name
+    name = visible(state.get("profile_name") or folder.name, limit=40)
     if _supervisor_gone(state):
         return f"{name} ?"  # says running, but its supervisor is gone: `workbench runs` reconciles it
     event = last_log(folder)
@@ -225,7 +226,7 @@ def status_line(max_runs: int = 2) -> str:
         parts.append(f"+{len(active) - max_runs} more")
     count, kind = unseen_count(load_seen())
     if count:
-        parts.append(f"! {count} new ({kind})")
+        parts.append(f"! {count} new ({visible(kind, limit=20)})")
     return " | ".join(parts)
 
 

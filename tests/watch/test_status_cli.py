@@ -73,6 +73,13 @@ def test_status_line_then_inbox_marks_seen(runs: Path) -> None:
     assert _cli("inbox", "--all", "--peek").stdout.count("big-c") == 3
 
 
+def test_text_from_files_never_acts_on_the_terminal(isolated_runs: Path) -> None:
+    _run(isolated_runs, "evil-f", "failed", None, 1.0,
+         alerts=[{"id": "e", "kind": "failed", "step": 1, "time": 1.0, "message": "boom\x1b[2J\u202eevil"}])
+    assert _cli("status", "--line").stdout == "! 1 new (failed)\n"
+    assert _cli("inbox").stdout.endswith("evil-f failed at step 1: boom\\x1b[2J\\u202eevil\n")
+
+
 def test_status_line_is_empty_when_nothing_runs_and_all_is_seen(isolated_runs: Path) -> None:
     _run(isolated_runs, "old-d", "finished", None, 1.0)
     assert _cli("status", "--line").stdout == "\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.widgets import Static
 
+from backend.safe_text import visible
 from backend.watch.alerts import Alert, AlertReader
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
@@ -55,7 +56,7 @@ class AlertsPanel(Static):
         self.alerts += new
         self._render_alerts()
         for alert in new:
-            self.notify(alert.message, title=f"{alert.kind}" + (f" at step {alert.step}" if alert.step is not None else ""),
+            self.notify(visible(alert.message), title=f"{alert.kind}" + (f" at step {alert.step}" if alert.step is not None else ""),
                         severity=SEVERITY.get(alert.kind, "error"), timeout=10, markup=False)
         if self.bell:
             self.app.bell()
@@ -72,7 +73,7 @@ class AlertsPanel(Static):
             text.append(time.strftime("%H:%M:%S ", time.localtime(alert.time)), style="dim")
             text.append(alert.kind, style=KIND_STYLES.get(alert.kind, "yellow"))
             text.append(f" at step {alert.step}" if alert.step is not None else "")
-            text.append(": " + alert.message + (" (run stopped)" if alert.action == "stop" else ""))
+            text.append(": " + visible(alert.message) + (" (run stopped)" if alert.action == "stop" else ""))
         hidden = len(self.alerts) - self.shown
         if hidden > 0:
             text.append(f"\n… {hidden} earlier (workbench inbox --all)", style="dim")
