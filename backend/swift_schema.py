@@ -213,3 +213,80 @@ def extra_argv(extra: dict[str, Any], schema: SwiftSchema | None, command: str =
         else:
             argv.append(f"--{key}={texts[0]}")
     return argv
+
+
+# ---------------------------------------------------------------- the editor's text form
+
+
+def parse_extra_text(text: str, schema: SwiftSchema | None = None, command: str = "sft") -> dict[str, Any]:
+    """`name=value name2='a value, with commas'` -> extra_swift_args; values are kept as typed.
+
+    No comma splitting: a system prompt or JSON keeps its commas. A flag swift takes several values
+    for (`is_list`) is split into shell words (`modules_to_save='embed_tokens lm_head'`); booleans and
+    numbers are typed only where swift's schema says so (true/false without a schema).
+    """
+    import shlex
+
+    try:
+        tokens = shlex.split(text)
+    except ValueError as err:
+        raise ValueError(f"{err}; write name=value pairs separated by spaces, quote values with spaces") from None
+    result: dict[str, Any] = {}
+    for token in tokens:
+        key, sep, raw = token.partition("=")
+        key = key.removeprefix("--")
+        if not sep or not key:
+            raise ValueError(f"{token!r} is not key=value (e.g. use_liger_kernel=true)")
+        spec = schema.fields(command).get(key) if schema else None
+        result[key] = _typed_text(raw, spec)
+    return result
+
+
+def _typed_text(raw: str, spec: SwiftField | None) -> Any:
+    import shlex
+
+    if spec is not None and spec.is_list:
+        return shlex.split(raw)
+    kind = spec.type if spec is not None else ("bool" if raw.lower() in ("true", "false") else "str")
+    if kind == "bool" and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw) if repr(float(raw)) == raw else raw  # "1e-4" stays as typed
+    except ValueError:
+        pass
+    return raw
+
+
+def format_extra_text(extra: dict[str, Any]) -> str:
+    """The text form `parse_extra_text` reads back to the same values."""
+    import shlex
+
+    def text(value: Any) -> str:
+        if isinstance(value, list):
+            return shlex.quote(" ".join(shlex.quote(str(v)) for v in value))
+        return shlex.quote(_texts(value)[0])
+
+    return " ".join(f"{key}={text(value)}" for key, value in extra.items())
+
+
+def describe_flag(name: str, schema: SwiftSchema | None, managed: dict[str, str], command: str = "sft") -> str:
+    """The help line of the extra-args editor for the flag being typed."""
+    if schema is None:
+        return "swift's argument list is loading..."
+    spec = schema.fields(command).get(name)
+    if spec is None:
+        close = schema.closest(name, command) or schema.expansions(name, command)[:3]
+        return f"{name}: not a swift {command} flag" + (f"; did you mean {', '.join(close)}?" if close else "")
+    if name in managed:
+        return f"{name}: managed by the profile ({managed[name]})"
+    help_text = " ".join(spec.help.split())
+    return f"{name} ({spec.summary}): {help_text}" if help_text else f"{name} ({spec.summary})"
+
+
+def last_name(text: str) -> str:
+    """The flag name being typed at the end of the editor's text."""
+    word = text.rsplit(" ", 1)[-1] if text and not text.endswith(" ") else ""
+    return word.partition("=")[0].removeprefix("--")
