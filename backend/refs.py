@@ -57,7 +57,7 @@ def resolve_model_ref(ref: str, base_dir: Path | None = None, *, build: bool = F
         return _builtin(ref, build)
     if ref.startswith(RUN_PREFIX):
         return _run_model(ref)
-    path = _local_path(ref, base_dir)
+    path = local_path(ref, base_dir)
     if path.exists() or looks_local(ref):
         if not path.is_dir():
             return ModelRef(ref, "local", problem=f"folder {ref!r} does not exist")
@@ -91,7 +91,7 @@ def resolve_model(ref: str, base_dir: Path | None = None, *, build: bool = False
     if ref.startswith(RUN_PREFIX):
         resolved = _run_model(ref)
         return str(resolved.path) if resolved.path else ref
-    candidate = _local_path(ref, base_dir)
+    candidate = local_path(ref, base_dir)
     if candidate.exists() or looks_local(ref):
         return str(candidate.resolve())
     return ref
@@ -133,7 +133,7 @@ def _run_model(ref: str) -> ModelRef:
     return ModelRef(ref, "run", Path(target.model))
 
 
-def _local_path(ref: str, base_dir: Path | None) -> Path:
+def local_path(ref: str, base_dir: Path | None) -> Path:
     path = Path(ref).expanduser()
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         path = base_dir / path
@@ -233,7 +233,43 @@ def resolve_dataset(ref: str, base_dir: Path | None = None) -> str:
             raise KeyError(f"unknown built-in dataset {ref!r}; known: {', '.join(BUILTIN_DATASETS)}")
         return str(BUILTIN_DATASETS[name])
     path_part, sep, sample = ref.partition("#")
-    candidate = _local_path(path_part, base_dir)
+    candidate = local_path(path_part, base_dir)
     if candidate.exists() or looks_local(path_part):
         return str(candidate.resolve()) + (sep + sample)
     return ref
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One entry of `data.train`: where it is and how many rows are sampled (`#N`)."""
+
+    ref: str
+    kind: str  # "builtin", "local", "hub", "missing"
+    path: Path | None
+    sample: int | None = None
+    problem: str | None = None
+
+
+DATASET_SUFFIXES = (".jsonl", ".json", ".csv")
+
+
+def dataset_ref(ref: str, base_dir: Path | None = None) -> DatasetRef:
+    """What a dataset reference names (inspection calls this: backend/inspect_data.py)."""
+    path_part, _, sample_text = ref.partition("#")
+    sample = None
+    if sample_text:
+        if not sample_text.isdigit() or int(sample_text) < 1:
+            return DatasetRef(ref, "missing", None, problem=f"'#{sample_text}' is not a row count; use #N, N >= 1")
+        sample = int(sample_text)
+    if is_builtin(path_part):
+        found = BUILTIN_DATASETS.get(path_part.removeprefix(BUILTIN_PREFIX))
+        if found is None:
+            return DatasetRef(ref, "missing", None, sample, f"unknown built-in dataset; known: "
+                              f"{', '.join(BUILTIN_PREFIX + n for n in BUILTIN_DATASETS)}")
+        return DatasetRef(ref, "builtin", found, sample)
+    path = local_path(path_part, base_dir)
+    if path.is_file():
+        return DatasetRef(ref, "local", path.resolve(), sample)
+    if path_part.startswith(("/", "./", "../", "~")) or path.suffix in DATASET_SUFFIXES:
+        return DatasetRef(ref, "missing", path, sample, f"file {path_part!r} does not exist")
+    return DatasetRef(ref, "hub", None, sample)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from backend.hardware import HardwareInfo
 from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, looks_local
+from backend.refs import RUN_PREFIX, local_path, resolve_model_ref
 from backend.profile import LaunchProfile
 
 Severity = Literal["error", "warning"]
@@ -299,6 +300,11 @@ def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Prob
         if source.removeprefix(BUILTIN_PREFIX) not in BUILTIN_MODELS:
             yield Problem("model.source", "error", f"unknown built-in model {source!r}.",
                           f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_MODELS)}.")
+    elif source.startswith(RUN_PREFIX):
+        found = resolve_model_ref(source, base_dir)
+        if found.problem:
+            yield Problem("model.source", "error", found.problem,
+                          "Merge the run's LoRA first (`workbench merge RUN`), or pick another model.")
     elif looks_local(source) and not _resolve(source, base_dir).is_dir():
         yield Problem("model.source", "error", f"model folder {source!r} does not exist.",
                       "Give an existing folder holding config.json, or a hub id.")
@@ -315,10 +321,7 @@ def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Prob
 
 
 def _resolve(ref: str, base_dir: Path | None) -> Path:
-    path = Path(ref).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        return base_dir / path
-    return path
+    return local_path(ref, base_dir)  # the one resolver: backend.refs
 
 
 @rule
