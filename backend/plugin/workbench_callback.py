@@ -23,7 +23,7 @@ import torch
 from transformers import TrainerCallback
 
 from backend.events import EVENTS_FILE_NAME, EventWriter
-from backend.watch.stacks import register_stack_dump
+from backend.watch.stacks import heartbeat_path, register_stack_dump
 from swift.callbacks import callbacks_map
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
@@ -58,6 +58,8 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._stack_file = _register_stack_dump(run_dir)
         self.nan_steps = _debug_nan_steps(run_dir)
         self._nan_now = False
+        self._heartbeat_path = heartbeat_path(run_dir)
+        self._last_heartbeat = 0.0
         self._inject_now = False
         self._prev_scale: torch.Tensor | None = None
         self._drops: torch.Tensor | None = None
@@ -184,7 +186,26 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._inject_now = (state.global_step + 1) in self.inject_steps
         self._nan_now = (state.global_step + 1) in self.nan_steps
 
+    def _heartbeat(self) -> None:
+        """Touch <run>/watch/heartbeat (at most once a second): steps and evaluation batches are
+        progress for the watchdog's hang detector, also while no log record is due."""
+        now = time.monotonic()
+        if now - self._last_heartbeat < 1.0:
+            return
+        self._last_heartbeat = now
+        try:
+            os.utime(self._heartbeat_path)
+        except OSError:
+            try:
+                self._heartbeat_path.touch()
+            except OSError:  # a read-only run folder: hang detection falls back to the log records
+                pass
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        self._heartbeat()
+
     def on_step_end(self, args, state, control, **kwargs):
+        self._heartbeat()
         scaler = self.trainer.accelerator.scaler
         scale = getattr(scaler, "_scale", None)
         if scale is None:

@@ -30,7 +30,7 @@ class _Section(BaseModel):
 
 class WatchSection(_Section):
     enabled: bool = Field(True, description="Run the watchdog in the run's supervisor.")
-    hang_factor: float = Field(10.0, gt=1, description="Hang: no new step for this many times the median step time ...")
+    hang_factor: float = Field(10.0, gt=1, description="Hang: no progress for this many times the median time between logged steps ...")
     hang_min_seconds: float = Field(300.0, gt=0, description="... and at least this many seconds.")
     nonfinite: bool = Field(True, description="Alert when the loss or (outside fp16) the grad norm is NaN/inf.")
     divergence_factor: float = Field(3.0, gt=1, description="Divergence: the loss EMA rose by this factor ...")

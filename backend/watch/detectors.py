@@ -159,8 +159,9 @@ class LossScaleDetector:
 class HangDetector:
     """No new step for max(factor x the median time between logged steps, min_seconds).
 
-    Armed once the trainer has begun (`run_begin`); until two logged steps give a median, only
-    the floor applies. A checkpoint or evaluation record counts as progress too."""
+    Armed once the trainer has begun (`run_begin`), disarmed by `run_end`; until two logged steps
+    give a median, only the floor applies. A checkpoint or evaluation record counts as progress too,
+    and so does what the watchdog reports through `note_progress`."""
 
     kind = "hang"
 
@@ -173,8 +174,17 @@ class HangDetector:
         self._step_times: deque[float] = deque(maxlen=50)
         self._raised = False
 
+    def note_progress(self, when: float) -> None:
+        """Progress seen elsewhere (the trainer's heartbeat, a checkpoint being written)."""
+        if self.last_progress is not None and when > self.last_progress:
+            self.last_progress = when
+            self._raised = False
+
     def on_event(self, event: dict[str, Any], now: float) -> None:
         kind = event.get("type")
+        if kind == "run_end" and event.get("rank", 0) == 0:
+            self.last_progress = None  # training is over: what follows (saving, exiting) is not a hang
+            return
         if kind not in ("run_begin", "log", "eval", "checkpoint") or event.get("rank", 0) != 0:
             return
         self.last_progress = now

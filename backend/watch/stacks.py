@@ -24,6 +24,11 @@ import psutil
 DUMP_SIGNAL = signal.SIGUSR2
 
 
+def heartbeat_path(run_dir: Path) -> Path:
+    """Touched by the trainer (at most once a second) at each step and evaluation batch."""
+    return Path(run_dir) / "watch" / "heartbeat"
+
+
 def stacks_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "watch" / "stacks"
 

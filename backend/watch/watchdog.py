@@ -12,6 +12,7 @@ and the watchdog carries on (or stops itself), and `finish` waits a bounded time
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import time
@@ -37,7 +38,7 @@ from backend.watch.detectors import (
     HostMemoryDetector,
     event_detectors,
 )
-from backend.watch.stacks import dump_stacks
+from backend.watch.stacks import dump_stacks, heartbeat_path
 
 SAMPLE_SECONDS = 10.0  # disk, host RAM and GPUs (a checkpoint triggers a disk reading at once)
 STATUS_SECONDS = 30.0
@@ -115,7 +116,7 @@ class Watchdog:
             for detector in self.detectors:
                 raised += [self.raise_alert(f) for f in detector.on_event(event)]
         if ticks:
-            raised += [self.raise_alert(f) for f in self.hang.on_tick(now)]
+            raised += [self.raise_alert(f) for f in self._hang(now)]
             if checkpointed or now >= self._next_sample:
                 self._next_sample = now + SAMPLE_SECONDS
                 raised += [self.raise_alert(f) for f in self.sample()]
@@ -124,6 +125,33 @@ class Watchdog:
                 self.write_status()
         self._polls += 1
         return raised
+
+    def _hang(self, now: float) -> list[Finding]:
+        """A hang, unless the trainer shows life the events do not: its heartbeat (each step and
+        evaluation batch) or files of the newest checkpoint still being written."""
+        found = self.hang.on_tick(now)
+        if not found:
+            return []
+        latest = self._latest_activity()
+        if latest is not None and now - latest < found[0].evidence["limit_seconds"]:
+            self.hang.note_progress(latest)
+            return []
+        return found
+
+    def _latest_activity(self) -> float | None:
+        times = []
+        try:
+            times.append(heartbeat_path(self.run.path).stat().st_mtime)
+        except OSError:
+            pass
+        try:
+            checkpoints = self.run.checkpoints()
+            if checkpoints:
+                times += [os.lstat(os.path.join(root, name)).st_mtime
+                          for root, _dirs, files in os.walk(checkpoints[-1]) for name in files]
+        except Exception:
+            pass
+        return max(times, default=None)
 
     def _note(self, event: dict[str, Any], now: float) -> bool:
         self.hang.on_event(event, now)
@@ -277,8 +305,6 @@ def _status(proc: psutil.Process) -> str | None:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 

@@ -130,3 +130,13 @@ def test_memory_and_disk_readings() -> None:
     found = disk.on_sample(free=11 * GiB, next_checkpoint=10 * GiB, folder="/out", step=200)
     assert [f.message for f in found] == ["disk low on /out: 11.0 GiB free, the next checkpoint needs about 10.0 GiB"]
     assert disk.on_sample(free=5 * GiB, next_checkpoint=10 * GiB, folder="/out", step=300) == []  # still low
+
+
+def test_hang_disarmed_by_run_end_and_postponed_by_other_progress() -> None:
+    d = HangDetector(factor=2.0, min_seconds=1.0)
+    d.on_event(log(1), now=0.0)
+    d.note_progress(10.0)  # e.g. the trainer's heartbeat during a long evaluation
+    assert d.on_tick(10.5) == []
+    assert [f.kind for f in d.on_tick(11.5)] == ["hang"]
+    d.on_event({"type": "run_end", "rank": 0, "step": 1}, now=12.0)
+    assert d.on_tick(1000.0) == []
