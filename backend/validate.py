@@ -434,3 +434,6 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
             elif not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and                     not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
                               "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")
+
+
+import backend.watch.rules  # noqa: E402,F401 - the [watch]/[notify] rules (#15) register themselves

@@ -1,0 +1,56 @@
+"""Validation rules of the `[watch]`, `[notify]` and `[debug] inject_nan_steps` keys (#15).
+
+Registered into backend.validate's rule list when that module imports this one (at its end)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+
+from backend.hardware import HardwareInfo
+from backend.profile import LaunchProfile
+from backend.validate import Problem, rule
+
+# URL shapes whose path or query is itself the credential
+SECRET_URL = re.compile(r"hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|[?&](?:token|access_token|"
+                        r"auth|key|apikey)=|//[^/@\s]+:[^/@\s]+@", re.IGNORECASE)
+ENV_REFERENCE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+@rule
+def _webhook_secrets(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    url = profile.notify.webhook
+    if not url:
+        return
+    literal = ENV_REFERENCE.sub("", url)
+    if SECRET_URL.search(literal):
+        yield Problem("notify.webhook", "warning",
+                      "the webhook URL holds its secret in the profile, which is copied into every run folder.",
+                      "Export it (e.g. export SLACK_WEBHOOK=...) and write webhook = \"${SLACK_WEBHOOK}\".")
+    missing = [a or b for a, b in ENV_REFERENCE.findall(url) if (a or b) not in os.environ]
+    if missing:
+        yield Problem("notify.webhook", "warning",
+                      f"the webhook names ${{{missing[0]}}}, which is not set in this environment: alerts "
+                      "would not be sent.", f"export {missing[0]}=... before launching.")
+    elif not ENV_REFERENCE.sub(lambda m: os.environ[m.group(1) or m.group(2)], url).startswith(("http://", "https://")):
+        yield Problem("notify.webhook", "error", f"{url!r} is not an http(s) URL (once its variables are read).",
+                      "Write the full URL, e.g. https://ntfy.sh/my-topic.")
+
+
+@rule
+def _desktop_needs_notify_send(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.notify.desktop and shutil.which("notify-send") is None:
+        yield Problem("notify.desktop", "warning", "notify-send is not installed: no desktop notifications "
+                      "(alerts still go to alerts.jsonl and the other sinks).",
+                      "Install libnotify-bin, or use a webhook (ntfy works from a phone).")
+
+
+@rule
+def _nan_injection_under_fp16(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    if profile.debug.inject_nan_steps and profile.precision.fp16:
+        yield Problem("debug.inject_nan_steps", "warning",
+                      "under fp16 the loss scaler takes a NaN loss for an overflow and skips the step: you will "
+                      "see a loss-scale overflow, not a NaN alert.",
+                      "Use fp32 or bf16 to see the nonfinite alert, or inject_overflow_steps for overflows.")
