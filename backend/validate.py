@@ -40,12 +40,23 @@ def rule(func: Rule) -> Rule:
     return func
 
 
-def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None) -> list[Problem]:
-    """All problems of `profile` on `hardware`, errors first."""
+def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None, *,
+             ask_data: bool = False) -> list[Problem]:
+    """All problems of `profile` on `hardware`, errors first. `ask_data`: have swift read the datasets
+    (a child process, cached); otherwise only an already known answer about them is used."""
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(_paths_exist(profile, base_dir))
     problems += list(_output_dir_free(profile, base_dir))
+    problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data))
     return sorted(problems, key=lambda p: p.severity != "error")
+
+
+def _data_as_swift_reads_it(profile: LaunchProfile, base_dir: Path | None, ask: bool) -> Iterator[Problem]:
+    """Unreadable/empty datasets (errors), dropped, over-long and untrained rows (warnings): #12."""
+    from backend.oracle.swift_data import profile_data_problems
+
+    for field, severity, message, fix in profile_data_problems(profile, base_dir, ask=ask):
+        yield Problem(field, severity, message, fix)  # type: ignore[arg-type]
 
 
 def errors(problems: list[Problem]) -> list[Problem]:
@@ -315,9 +326,9 @@ def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Prob
                 if ref.removeprefix(BUILTIN_PREFIX) not in BUILTIN_DATASETS:
                     yield Problem(f"data.{key}", "error", f"unknown built-in dataset {ref!r}.",
                                   f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_DATASETS)}.")
-            elif looks_local(path_part) and not _resolve(path_part, base_dir).is_file():
+            elif looks_local(path_part) and not _resolve(path_part, base_dir).exists():  # swift reads folders too
                 yield Problem(f"data.{key}", "error", f"dataset file {path_part!r} does not exist.",
-                              "Give an existing .jsonl/.json/.csv file, or a hub id.")
+                              "Give an existing .jsonl/.json/.csv/.txt file or dataset folder, or a hub id.")
 
 
 def _resolve(ref: str, base_dir: Path | None) -> Path:

@@ -40,8 +40,8 @@ def open_tui(
 def full_app() -> typer.Typer:
     """The app with every sub-command registered (once); tests drive this one."""
     if not app.registered_commands:
-        from backend.cli import estimate, export, jobs, profiles, runs, watch
+        from backend.cli import data, estimate, export, jobs, profiles, runs, watch
 
-        for module in (profiles, runs, estimate, jobs, export, watch):
+        for module in (profiles, runs, estimate, jobs, export, watch, data):
             module.register(app)
     return app

@@ -57,7 +57,7 @@ class DataRequest:
     agent_template: str | None = None
     packing: bool = False
     batch_size: int = 1
-    grad_accum: int = 1
+    grad_accum: int | None = None  # None: swift's default
     world_size: int = 1
     split_dataset_ratio: float = 0.0
     columns: dict[str, str] | None = None
@@ -135,8 +135,10 @@ def ask_report(request: DataRequest, *, progress: Progress | None = None, refres
     """swift's report on the request's datasets (cached by content + model + template + max_length)."""
     from backend.oracle import ask
 
-    return ask(QUESTION, request.payload(mode="report"), libraries=LIBRARIES, inputs=request.inputs(),
-               progress=progress, refresh=refresh, timeout=timeout)
+    report = ask(QUESTION, request.payload(mode="report"), libraries=LIBRARIES, inputs=request.inputs(),
+                 progress=progress, refresh=refresh, timeout=timeout)
+    remember(request, report)
+    return report
 
 
 def cached_report(request: DataRequest) -> dict[str, Any] | None:
@@ -153,6 +155,131 @@ def ask_row(request: DataRequest, row: int, *, dataset: int = 0, progress: Progr
 
     return ask(QUESTION, request.payload(mode="row", row=row, dataset=dataset), libraries=LIBRARIES,
                inputs=request.inputs(), progress=progress, timeout=timeout)
+
+
+TRUNCATED_WARNING_SHARE = 0.05  # more rows than this over max_length: a warning
+CACHED_LOOKUP_BYTES = 16 << 20  # hashing more than this on a UI thread is too slow: ask explicitly
+_MEMO: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # payload -> (file stats, report)
+
+
+def _stats(request: DataRequest) -> tuple[Any, ...]:
+    stats = []
+    for path in request.inputs():
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        stats += [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return tuple(stats)
+
+
+def known_report(request: DataRequest) -> dict[str, Any] | None:
+    """A report already known: this process's memo (file sizes and times unchanged) or the disk cache
+    (small inputs only). Never starts a child; cheap enough for live validation."""
+    import json
+
+    key = json.dumps(request.payload(mode="report"), sort_keys=True, default=str)
+    stats = _stats(request)
+    if (hit := _MEMO.get(key)) is not None and hit[0] == stats:
+        return hit[1]
+    if sum(size for _, size, _ in stats) > CACHED_LOOKUP_BYTES:
+        return None
+    report = cached_report(request)
+    if report is not None:
+        _MEMO[key] = (stats, report)
+    return report
+
+
+def remember(request: DataRequest, report: dict[str, Any]) -> None:
+    import json
+
+    _MEMO[json.dumps(request.payload(mode="report"), sort_keys=True, default=str)] = (_stats(request), report)
+
+
+def profile_requests(profile: Any, base_dir: Path | None, *, build_model: bool = False) -> list[tuple[str, DataRequest]]:
+    """(profile field, request) for the train and val datasets."""
+    pairs = [("data.train", request_for(profile, base_dir, which="train", build_model=build_model))]
+    if profile.data.val:
+        pairs.append(("data.val", request_for(profile, base_dir, which="val", build_model=build_model)))
+    return [(name, request) for name, request in pairs if request.refs]
+
+
+def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = False,
+                          progress: Progress | None = None) -> list[tuple[str, str, str, str]]:
+    """(field, severity, message, fix) from swift's report on the profile's data.
+
+    `ask=False` (live validation) uses only a report already known; `ask=True` (`workbench validate`)
+    asks swift (cached), so unreadable data fails before any model loads."""
+    from backend.oracle import OracleError
+
+    problems: list[tuple[str, str, str, str]] = []
+    try:
+        requests = profile_requests(profile, base_dir, build_model=ask)
+    except Exception as err:  # a model that cannot be built, say: the data check only says so
+        return [("data.train", "warning", f"the data could not be checked with swift: {err}",
+                 "Run `workbench data inspect` on the profile to see the details.")]
+    for name, request in requests:
+        if ask:
+            try:
+                report = ask_report(request, progress=progress)
+            except OracleError as err:
+                problems.append((name, "warning", f"swift could not inspect the data: {err}",
+                                 "Run `workbench data inspect` on the profile to see the details."))
+                continue
+            remember(request, report)
+        else:
+            report = known_report(request)
+        if report is not None:
+            problems += data_problems(name, report)
+    return problems
+
+
+def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Errors: a dataset swift cannot read or keeps no row of. Warnings: rows dropped, more than 5 %
+    of rows over max_length, rows that train no token."""
+    problems = []
+    for data in report.get("datasets", []):
+        ref = data.get("ref")
+        if data.get("kind") == "missing":
+            continue  # the path check already says so
+        if data.get("status") == "unreadable":
+            lines = ", ".join(f"line {b['line']}: {b['reason']}" for b in data.get("bad_lines", [])[:3])
+            problems.append((name, "error", f"dataset {ref!r} cannot be read by swift: {data.get('error')}"
+                             + (f" ({lines})" if lines else ""),
+                             "Fix the lines named, or the path; `workbench data inspect` shows swift's view."))
+            continue
+        if data.get("status") == "empty" or (data.get("status") == "ok" and data.get("train_rows") == 0):
+            problems.append((name, "error", f"dataset {ref!r} leaves swift no row to train on "
+                             f"({data.get('rows_in_file', 0)} rows in the file, {data.get('dropped', 0)} dropped, "
+                             f"{data.get('truncated_rows', 0)} over max_length, {data.get('encode_errors', 0)} "
+                             f"not encodable).", "`workbench data inspect` lists each row's reason."))
+            continue
+        if data.get("status") != "ok":
+            continue
+        if data.get("dropped"):
+            lines = _numbers(data.get("dropped_rows", []))
+            problems.append((name, "warning", f"swift drops {data['dropped']} of {data.get('rows_in_file')} rows of "
+                             f"{ref!r} ({lines}).", "Fix or remove those rows; `workbench data inspect` says why."))
+        rows = data.get("encoded") or data.get("rows") or 0
+        over = data.get("truncated_rows", 0)
+        if rows and over / rows > TRUNCATED_WARNING_SHARE:
+            verb = "deletes" if data.get("truncation_strategy") == "delete" else "truncates"
+            problems.append((name, "warning", f"{over} of {rows} rows of {ref!r} are longer than max_length "
+                             f"{data.get('max_length')}: swift {verb} them ({data.get('tokens_lost', 0)} tokens "
+                             f"lost; rows {_rows(data.get('truncated_row_numbers', []))}).",
+                             "Raise training.max_length, or shorten those rows."))
+        if data.get("zero_trained_rows"):
+            problems.append((name, "warning", f"{data['zero_trained_rows']} rows of {ref!r} train no token at all "
+                             f"(rows {_rows(data.get('zero_trained_row_numbers', []))}).",
+                             "Check the template, loss_scale and max_length: `workbench data show PROFILE --row N`."))
+    return problems
+
+
+def _rows(numbers: list[int], shown: int = 10) -> str:
+    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    return ", ".join(map(str, numbers[:shown])) + more
+
+
+def _numbers(bad: list[dict[str, Any]], shown: int = 5) -> str:
+    words = [f"line {b['line']}" if b.get("line") else f"row {b['row']}" for b in bad[:shown]]
+    return ", ".join(words) + (" …" if len(bad) > shown else "")
 
 
 # ================================================================ child side
@@ -243,6 +370,12 @@ def _batch_size(batched: dict[str, Any] | None) -> int:
     return max((len(v) for v in batched.values() if v is not None), default=0)
 
 
+def _length_stats(ordered: list[int]) -> dict[str, float]:
+    return {"p50": _percentile(ordered, 50), "p90": _percentile(ordered, 90), "p99": _percentile(ordered, 99),
+            "max": ordered[-1] if ordered else 0, "min": ordered[0] if ordered else 0,
+            "mean": round(sum(ordered) / len(ordered), 1) if ordered else 0}
+
+
 def _percentile(ordered: list[int], q: float) -> int:
     """Nearest-rank percentile of sorted values."""
     if not ordered:
@@ -268,6 +401,7 @@ class _Child:
         self.drops = _Drops()
         self._templates: tuple[Any, Any] | None = None
         self._template_error: str | None = None
+        self.max_length = request.max_length  # None until the model says (swift: the model's max_model_len)
 
     # ------------------------------------------------------------ loading
 
@@ -304,10 +438,12 @@ class _Child:
 
         self.progress(f"loading the tokenizer and template ({r.template or 'from the model'})")
         processor = get_processor(r.model, model_type=r.model_type)
+        if self.max_length is None:  # swift's default: the model's own limit
+            self.max_length = processor.model_info.max_model_len
         strategy = r.truncation_strategy or "delete"
         kwargs = dict(template_type=r.template, default_system=r.system, agent_template=r.agent_template,
                       loss_scale=r.loss_scale)
-        real = get_template(processor, max_length=r.max_length,
+        real = get_template(processor, max_length=self.max_length,
                             truncation_strategy="raise" if strategy == "delete" else strategy, **kwargs)
         full = get_template(processor, max_length=None, **kwargs)
         for template in (real, full):
@@ -330,21 +466,42 @@ class _Child:
                 rows = packs if packs else rows
             if self.request.split_dataset_ratio:
                 rows -= math.ceil(self.request.split_dataset_ratio * rows)
-            steps = steps_per_epoch(rows, self.request.batch_size, self.request.grad_accum,
-                                    self.request.world_size)
+            steps = steps_per_epoch(rows, self.request.batch_size, self._grad_accum(), self.request.world_size)
+        lengths = sorted(n for d in datasets for n in d.pop("_lengths", []))
+        tokens = sum(d.get("tokens", 0) for d in datasets)
+        trained = sum(d.get("trained_tokens", 0) for d in datasets)
+        errors = [{"dataset": d["ref"], **e, "kind": kind} for d in datasets
+                  for kind, key in (("dropped by swift's loader", "dropped_rows"),
+                                    ("swift's template cannot encode it", "encode_error_rows"))
+                  for e in d.get(key, [])]
+        errors += [{"dataset": d["ref"], **e, "kind": "not valid JSON"} for d in datasets for e in d.get("bad_lines", [])]
         return {
             "datasets": datasets,
+            "rows": sum(d.get("rows") or 0 for d in datasets),
+            "dropped": sum(d.get("dropped") or 0 for d in datasets),
+            "token_lengths": _length_stats(lengths),
+            "truncated_rows": sum(d.get("truncated_rows", 0) for d in datasets),
+            "tokens_lost": sum(d.get("tokens_lost", 0) for d in datasets),
+            "zero_trained_rows": sum(d.get("zero_trained_rows", 0) for d in datasets),
+            "trained_token_fraction": round(trained / tokens, 4) if tokens else 0.0,
+            "errors": errors[:LISTED * 4],
             "train_rows": train_rows,
             "steps_per_epoch": steps,
             "steps_estimated": estimated,
+            "max_length": self.max_length,
             "batch": {"per_device_train_batch_size": self.request.batch_size,
-                      "gradient_accumulation_steps": self.request.grad_accum,
+                      "gradient_accumulation_steps": self._grad_accum(),
                       "world_size": self.request.world_size, "packing": self.request.packing,
                       "split_dataset_ratio": self.request.split_dataset_ratio},
             "template": self._templates[0].template_meta.template_type if self._templates else None,
             "template_note": self._template_error,
             "seconds": round(time.monotonic() - started, 3),
         }
+
+    def _grad_accum(self) -> int:
+        """The profile's, else swift's default (swift/trainers/arguments.py: 16 / batch / world size)."""
+        r = self.request
+        return r.grad_accum or max(1, math.ceil(16 / r.batch_size / r.world_size))
 
     def _report_one(self, index: int, ref: str) -> dict[str, Any]:
         label = self.request.labels[index] if index < len(self.request.labels) else ref
@@ -406,7 +563,7 @@ class _Child:
             labels = encoded["labels"]
             lengths.append(length)
             trained = sum(1 for x in labels if x != -100)
-            if r.max_length is not None and length > r.max_length:
+            if self.max_length is not None and length > self.max_length:
                 over.append(number)
                 if strategy == "delete":
                     lost += length
@@ -433,18 +590,15 @@ class _Child:
         deleted = len(over) if strategy == "delete" else 0
         train_rows = total - round((deleted + len(errors)) * scale)
         packs = None
-        if r.packing and not sampled and pack_lengths and r.max_length:
+        if r.packing and not sampled and pack_lengths and self.max_length:
             from swift.dataset.packing import calculate_matched_group
 
-            groups, _ = calculate_matched_group(list(enumerate(pack_lengths)), r.max_length, is_finished=True)
+            groups, _ = calculate_matched_group(list(enumerate(pack_lengths)), self.max_length, is_finished=True)
             packs = len(groups)
         return {
             "encoded": encoded_rows, "sampled": sampled, "sample_limit": r.sample_limit,
-            "token_lengths": {"p50": _percentile(ordered, 50), "p90": _percentile(ordered, 90),
-                              "p99": _percentile(ordered, 99), "max": ordered[-1] if ordered else 0,
-                              "min": ordered[0] if ordered else 0,
-                              "mean": round(sum(ordered) / len(ordered), 1) if ordered else 0},
-            "max_length": r.max_length, "truncation_strategy": strategy,
+            "token_lengths": _length_stats(ordered), "_lengths": ordered,
+            "max_length": self.max_length, "truncation_strategy": strategy,
             "truncated_rows": len(over), "truncated_row_numbers": over[:LISTED], "tokens_lost": lost,
             "zero_trained_rows": len(zero), "zero_trained_row_numbers": zero[:LISTED],
             "trained_tokens": trained_tokens, "tokens": tokens,
@@ -489,21 +643,23 @@ class _Child:
             encoded = full.encode(train[position])
         except Exception as err:
             return {**base, "error": f"swift's template cannot encode this row: {_reason(err)}"}
-        return {**base, **_segments(full.tokenizer, encoded["input_ids"], encoded["labels"], self.request),
+        return {**base, **_segments(full.tokenizer, encoded["input_ids"], encoded["labels"], self.max_length,
+                                    self.request.truncation_strategy),
                 "template": real.template_meta.template_type, "messages": train[position].get("messages")}
 
 
-def _segments(tokenizer: Any, ids: list[int], labels: list[int], request: DataRequest) -> dict[str, Any]:
+def _segments(tokenizer: Any, ids: list[int], labels: list[int], max_length: int | None,
+              truncation_strategy: str | None) -> dict[str, Any]:
     """Runs of tokens that share (trained, special, lost) decoded as one piece of text each."""
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     for token_id, token in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
         if getattr(token, "special", False):
             special.add(int(token_id))
     length = len(ids)
-    strategy = request.truncation_strategy or "delete"
+    strategy = truncation_strategy or "delete"
     kept = (0, length)
-    if request.max_length is not None and length > request.max_length:
-        kept = (length - request.max_length, length) if strategy == "left" else (0, request.max_length)
+    if max_length is not None and length > max_length:
+        kept = (length - max_length, length) if strategy == "left" else (0, max_length)
     segments: list[dict[str, Any]] = []
     run: list[int] = []
     state: tuple[bool, bool, bool] | None = None
@@ -524,8 +680,8 @@ def _segments(tokenizer: Any, ids: list[int], labels: list[int], request: DataRe
     flush()
     trained = sum(1 for x in labels if x != -100)
     return {"segments": segments, "tokens": length, "trained_tokens": trained,
-            "max_length": request.max_length, "truncation_strategy": strategy,
-            "over_max_length": length > (request.max_length or length),
+            "max_length": max_length, "truncation_strategy": strategy,
+            "over_max_length": length > (max_length or length),
             "deleted": strategy == "delete" and kept != (0, length), "kept": list(kept)}
 
 
