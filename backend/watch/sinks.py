@@ -233,11 +233,22 @@ class Dispatcher:
             worker.queue.put(alert)
 
     def close(self, timeout: float = 30.0) -> None:
+        """Let the sinks finish, for at most `timeout` seconds in all; what is still queued then is
+        recorded as given up (it stays in alerts.jsonl, and `workbench inbox` shows it)."""
         deadline = time.monotonic() + timeout
         for worker in self.workers:
             worker.queue.put(None)
         for worker in self.workers:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
+        for worker in self.workers:
+            while True:
+                try:
+                    alert = worker.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if alert is not None:
+                    self.log.record(alert, worker.sink.name, "gave_up", 0,
+                                    f"the supervisor ended before delivery (waited {timeout:g} s)")
 
 
 def describe_deliveries(run_dir: Path) -> list[dict[str, Any]]:

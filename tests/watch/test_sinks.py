@@ -4,6 +4,7 @@ secrets from the environment, user-level defaults; stack dumps of a real Python 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import pytest
 
 from backend.watch.alerts import Alert
 from backend.watch.config import NotifySection, effective_notify, user_notify_defaults
-from backend.watch.sinks import CommandSink, Dispatcher, WebhookSink, sinks_for
+from backend.watch.sinks import CommandSink, DesktopSink, Dispatcher, WebhookSink, sinks_for
 from backend.watch.stacks import dump_stacks
 from tests.runs.helpers import wait_for
 from tests.watch.test_watchdog_runs import Hook
@@ -118,7 +119,7 @@ def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
         assert child.stdout.readline().strip() == "ready"
         stacks = dump_stacks(tmp_path, [psutil.Process(child.pid), psutil.Process(unregistered.pid)])
         assert list(stacks) == [str(child.pid)]  # never SIGUSR2 to a process that did not register
-        assert "line 7 in stuck_in_a_collective" in stacks[str(child.pid)]
+        assert "in stuck_in_a_collective" in stacks[str(child.pid)]
         assert unregistered.poll() is None and child.poll() is None
     finally:
         child.kill()
@@ -126,3 +127,34 @@ def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
         child.wait()
         unregistered.wait()
     wait_for(lambda: child.poll() is not None, timeout=5)
+
+
+def test_desktop_through_notify_send_on_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "notify-send"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "args.txt"}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    dispatcher = Dispatcher([DesktopSink()], tmp_path)
+    dispatcher.submit(ALERT)
+    dispatcher.close(timeout=10)
+    assert (tmp_path / "args.txt").read_text().splitlines() == [
+        "-u", "critical", "-a", "workbench", "workbench: 20260101-quick-ab12 failed",
+        "CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory."]
+
+
+def test_alerts_still_queued_when_the_supervisor_ends_are_recorded(tmp_path: Path) -> None:
+    hook = Hook(fail_first=100)
+    try:
+        dispatcher = Dispatcher([WebhookSink(hook.url, "json", retries=3)], tmp_path, sleep=lambda s: time.sleep(0.5))
+        dispatcher.submit(ALERT)
+        dispatcher.submit(Alert("finished", "finished at step 9", step=9, id="fin"))
+        started = time.monotonic()
+        dispatcher.close(timeout=1.0)
+        assert time.monotonic() - started < 1.5  # bounded: the supervisor never waits on a dead sink
+    finally:
+        hook.close()
+    records = [json.loads(line) for line in (tmp_path / "deliveries.jsonl").read_text().splitlines()]
+    assert ("fin", "gave_up", "the supervisor ended before delivery (waited 1 s)") in [
+        (r["alert_id"], r["status"], r["error"]) for r in records]
