@@ -9,24 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
 
 from backend.hardware import HardwareInfo
-
-
-class PlaceholderScreen(Screen):
-    """Stands in for a screen of a later part (runs list, monitor) that is not installed."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        yield Static(self.text, id="placeholder", markup=False)
-        yield Footer()
+from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
 
 class WorkbenchApp(App[None]):
@@ -37,6 +25,8 @@ class WorkbenchApp(App[None]):
         Binding("f3", "switch_mode('runs')", "Runs", id="mode-runs", tooltip="All runs and their monitors"),
         Binding("ctrl+q", "quit", "Quit", priority=True, id="quit",
                 tooltip="Quit (runs keep going); asks first when the profile has unsaved changes"),
+        Binding(RETRY_KEY, "retry_failed", "Retry", id="retry",
+                tooltip="Run again what failed on this screen (each failure says so where it happened)"),
     ]
 
     def __init__(self, profile_path: Path | None, start_mode: str = "launch", *,
@@ -48,7 +38,9 @@ class WorkbenchApp(App[None]):
         self.hardware = hardware
         self.launch_screen = None
         self.first_frame_shown = False
-        self._modes.update({"launch": self._make_launch_screen, "runs": self._make_runs_screen})
+        self.failed_nodes: set[WorkerFailures] = set()  # widgets and screens whose last worker failed
+        self.add_mode("launch", self._make_launch_screen)
+        self.add_mode("runs", self._make_runs_screen)
 
     def _make_launch_screen(self) -> Screen:
         from tui.screens.launch import LaunchScreen
@@ -57,15 +49,15 @@ class WorkbenchApp(App[None]):
         return self.launch_screen
 
     def _make_runs_screen(self) -> Screen:
-        try:
-            from tui.screens.runs import RunsScreen
-        except ModuleNotFoundError as err:
-            if err.name != "tui.screens.runs":
-                raise
-            return PlaceholderScreen("The runs list is not installed in this build (TUI part 2).")
+        from tui.screens.runs import RunsScreen
+
         return RunsScreen()
 
     def on_mount(self) -> None:
+        start_log()
+        from tui.widgets.alerts_panel import start_alert_toasts
+
+        start_alert_toasts(self)  # a toast (and the bell) for each new alert of any run (#15)
         self.switch_mode(self.start_mode)
 
     def on_ready(self) -> None:
@@ -76,14 +68,8 @@ class WorkbenchApp(App[None]):
 
     def open_run(self, run_dir: Path) -> None:
         """Show the monitor of one run (from the launch screen after a launch, or the runs list)."""
-        try:
-            from tui.screens.monitor import MonitorScreen
-        except ModuleNotFoundError as err:
-            if err.name != "tui.screens.monitor":
-                raise
-            self.notify(f"Run folder: {run_dir}\nThe monitor is not installed in this build; "
-                        f"`workbench status` shows the run.", title="Run started", timeout=15)
-            return
+        from tui.screens.monitor import MonitorScreen
+
         self.switch_mode("runs")
         self.push_screen(MonitorScreen(Path(run_dir)))
 
@@ -95,43 +81,44 @@ class WorkbenchApp(App[None]):
         try:
             screen = ChatScreen(target, compare=compare)
         except TargetError as err:
-            self.notify(str(err), title="Cannot open the chat", severity="error", timeout=15)
+            self.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
             return
         self.push_screen(screen)
 
     async def action_quit(self) -> None:
         launch = self.launch_screen
-        if launch is None or not launch.is_dirty:
+        if launch is None or not launch.document.is_dirty:
             self.exit()
             return
-        from tui.widgets.dialogs import ConfirmScreen
+        launch.confirm_quit(self.exit)
 
-        name = launch.profile.name
-        choices = [("Save and quit", "save", "primary"), ("Quit without saving", "discard", "error"),
-                   ("Cancel", "cancel", "default")]
-        self.push_screen(ConfirmScreen("Unsaved changes", f"Profile '{name}' has changes that are not saved.\n"
-                                       "Runs already started keep going either way.", choices, id="confirm-quit"),
-                         self._quit_answered)
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "retry_failed":  # shown (and working) only while something failed on this screen
+            return bool(self._failed_here())
+        return True
 
-    def _quit_answered(self, answer: str | None) -> None:
-        launch = self.launch_screen
-        if answer == "discard":
-            self.exit()
-        elif answer == "save" and launch is not None:
-            if launch.profile_path is None or launch.read_only:
-                self.switch_mode("launch")
-                launch.action_save_as()  # quitting waits for a name; ctrl+q again afterwards
-            elif launch.save_to(launch.profile_path):
-                self.exit()
+    def _failed_here(self) -> list[WorkerFailures]:
+        return [node for node in self.failed_nodes if node.failed and on_screen(node, self.screen)]
+
+    def action_retry_failed(self) -> None:
+        for node in self._failed_here():
+            self.failed_nodes.discard(node)
+            node.retry_failed()
+        self.refresh_bindings()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Launch workspace", "Profile, settings and launch [f2]", lambda: self.switch_mode("launch"))
-        yield SystemCommand("Runs", "All runs and their monitors [f3]", lambda: self.switch_mode("runs"))
+        for title, binding in zip(("Launch workspace", "Runs"), self.BINDINGS):
+            assert isinstance(binding, Binding)
+            yield SystemCommand(title, f"{binding.tooltip} ({self.get_key_display(binding)})",
+                                lambda action=binding.action: self.run_action(action))
         commands = getattr(screen, "system_commands", None)
         if commands is not None:
             yield from commands()
 
 
-def run_app(profile_path: Path) -> None:
-    WorkbenchApp(profile_path=profile_path).run()
+def run_app(profile_path: Path, refresh_seconds: float | None = None, low_bandwidth: bool = False) -> None:
+    app = WorkbenchApp(profile_path=profile_path)
+    app.refresh_seconds = refresh_seconds  # the monitor's update interval (None: its default); key i changes it
+    app.low_bandwidth = low_bandwidth  # the monitor draws sparklines instead of braille plots; key b toggles it
+    app.run()

@@ -6,7 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, save_profile
@@ -20,6 +22,15 @@ async def settle(pilot: Pilot, rounds: int = 3) -> None:
         await pilot.pause()
         await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+def shown(widget: Widget) -> str:
+    """What a widget draws on the terminal now: its rendered lines, whitespace (and wrapping) collapsed.
+
+    Only what is on screen counts: a widget in a tab that is not shown has no size and draws nothing."""
+    width, height = widget.size
+    lines = widget.render_lines(Region(0, 0, width, height))
+    return " ".join(" ".join(line.text for line in lines).split())
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import pytest
 
 from backend.profile import LaunchProfile, load_profile
 from tests.tui.conftest import QUICKSTART
-from tui.screens.launch_support import TABS, is_visible, tab_paths
-from tui.widgets.settings_form import field_spec, format_value, get_value, parse_text, section_paths
+from tui.profile_fields import TABS, field_spec, format_value, get_value, is_visible, parse_text, section_paths, tab_paths
 
 
 def _all_paths() -> list[str]:
@@ -25,8 +24,9 @@ def test_every_profile_field_is_in_exactly_one_tab_with_help() -> None:
 @pytest.mark.parametrize("path, text, value", [
     ("data.train", "builtin:self-cognition './my data.jsonl#20'", ["builtin:self-cognition", "./my data.jsonl#20"]),
     ("distribution.gpu_ids", "0, 1,3", [0, 1, 3]),
-    ("extra_swift_args", "optim=adamw_torch use_liger_kernel=true lora_bias=none seq=1,2",
-     {"optim": "adamw_torch", "use_liger_kernel": True, "lora_bias": "none", "seq": ["1", "2"]}),
+    # values kept as typed: a comma is no list separator (#11)
+    ("extra_swift_args", "optim=adamw_torch use_liger_kernel=true lora_bias=none seq=1,2 system='Hi, you.'",
+     {"optim": "adamw_torch", "use_liger_kernel": True, "lora_bias": "none", "seq": "1,2", "system": "Hi, you."}),
     ("model.system", "", None),
     ("debug.inject_overflow_steps", "3,7", [3, 7]),
 ])
@@ -55,7 +55,8 @@ def test_choices_and_optional_choices() -> None:
     assert [label for label, _ in field_spec("tuner.type").choices] == ["full", "lora", "qlora"]
     assert field_spec("tuner.bnb_4bit_quant_storage").choices[0][1] is None
     assert [v for _, v in field_spec("training.gradient_checkpointing_use_reentrant").choices] == [None, True, False]
-    assert field_spec("precision.bf16").kind == "bool"
+    assert field_spec("precision.tf32").kind == "bool"
+    assert [v for _, v in field_spec("precision.bf16").choices] == [None, True, False]  # unset = swift's rule
 
 
 def test_fields_show_only_where_they_matter() -> None:

@@ -6,14 +6,14 @@ import shlex
 from pathlib import Path
 
 import yaml
-from textual.widgets import Checkbox, Input, OptionList, Select
+from textual.widgets import Input, OptionList, Select
 
 from backend.profile import load_profile
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import settle
 from tui.app import WorkbenchApp
 from tui.screens.launch import LaunchScreen
-from tui.widgets.dialogs import ConfirmScreen, PathPromptScreen
+from tui.modals.dialogs import ConfirmScreen, PathPromptScreen
 from tui.widgets.validation_panel import ValidationPanel
 
 
@@ -23,7 +23,7 @@ def _command(screen: LaunchScreen) -> str:
 
 async def _select(pilot, screen: LaunchScreen, path: str, label: str) -> None:
     """Choose `label` in the Select of `path` with the keyboard (Enter opens, arrows move, Enter picks)."""
-    editor = screen.editors[path]
+    editor = screen.form.editors[path]
     screen.show_field(path)
     await pilot.pause()
     select = editor.query_one(Select)
@@ -40,18 +40,10 @@ async def _select(pilot, screen: LaunchScreen, path: str, label: str) -> None:
     assert editor.text == label
 
 
-async def _toggle(pilot, screen: LaunchScreen, path: str) -> None:
-    screen.show_field(path)
-    await pilot.pause()
-    screen.editors[path].query_one(Checkbox).focus()
-    await pilot.press("space")
-    await pilot.pause()
-
-
 async def _type(pilot, screen: LaunchScreen, path: str, text: str) -> None:
     screen.show_field(path)
     await pilot.pause()
-    field = screen.editors[path].query_one(Input)
+    field = screen.form.editors[path].query_one(Input)
     field.focus()
     await pilot.press("end", *["backspace"] * len(field.value), *text)
     await pilot.pause()
@@ -63,21 +55,20 @@ async def test_tuner_to_qlora_and_back(profile_copy: Path) -> None:
         await settle(pilot)
         screen = app.screen
         assert "--quant_bits" not in _command(screen)
-        assert not screen.editors["tuner.quant_bits"].display
+        assert not screen.form.editors["tuner.quant_bits"].display
 
         await _select(pilot, screen, "tuner.type", "qlora")
         assert screen.profile.tuner.type == "qlora"
-        assert screen.editors["tuner.quant_bits"].display and screen.editors["tuner.bnb_4bit_quant_type"].display
+        assert screen.form.editors["tuner.quant_bits"].display and screen.form.editors["tuner.bnb_4bit_quant_type"].display
         tokens = shlex.split(_command(screen).replace("\\\n", " "))
         assert tokens[tokens.index("--quant_bits") + 1] == "4"
-        assert tokens[tokens.index("--quant_method") + 1] == "bnb"
-        assert screen.is_dirty
+        assert screen.document.is_dirty
 
         await _select(pilot, screen, "tuner.type", "lora")
         assert "--quant_bits" not in _command(screen)
-        assert not screen.editors["tuner.quant_bits"].display
-        assert not screen.is_dirty  # back to what the file says
-        assert screen.diff_text() == ""
+        assert not screen.form.editors["tuner.quant_bits"].display
+        assert not screen.document.is_dirty  # back to what the file says
+        assert screen.document.diff_text() == ""
 
 
 async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: Path) -> None:
@@ -88,13 +79,13 @@ async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: P
         panel = screen.query_one(ValidationPanel)
         assert panel.error_count == 0
 
-        await _toggle(pilot, screen, "precision.bf16")
-        await _toggle(pilot, screen, "precision.fp16")
+        await _select(pilot, screen, "precision.bf16", "true")
+        await _select(pilot, screen, "precision.fp16", "true")
         assert screen.profile.precision.bf16 and screen.profile.precision.fp16
         assert panel.error_count == 1
         assert any(line.startswith("error: precision.fp16: fp16 and bf16 are both on") for line in panel.lines())
         assert "launch refused" in panel.summary
-        assert screen.editors["precision.fp16"].has_class("-problem-error")
+        assert screen.form.editors["precision.fp16"].has_class("-problem-error")
         assert "--fp16 true" in _command(screen) and "--bf16 true" in _command(screen)
 
         await pilot.press("f5")
@@ -102,9 +93,9 @@ async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: P
         assert not isinstance(app.screen, ConfirmScreen)  # refused: no confirmation, nothing started
         assert screen.query_one("#details").active == "details-problems"
 
-        await _toggle(pilot, screen, "precision.fp16")
+        await _select(pilot, screen, "precision.fp16", "false")
         assert panel.error_count == 0
-        assert not screen.editors["precision.fp16"].has_class("-problem-error")
+        assert not screen.form.editors["precision.fp16"].has_class("-problem-error")
         assert "--fp16 false" in _command(screen)
 
 
@@ -115,7 +106,7 @@ async def test_refused_value_is_marked_at_the_field_as_typed(profile_copy: Path)
         screen = app.screen
         before = screen.profile.training.max_steps
         await _type(pilot, screen, "training.max_steps", "-5")
-        editor = screen.editors["training.max_steps"]
+        editor = screen.form.editors["training.max_steps"]
         assert editor.has_class("-invalid")
         assert editor.error and "greater than or equal to -1" in editor.error
         assert screen.profile.training.max_steps == before  # the profile keeps the last accepted value
@@ -131,10 +122,10 @@ async def test_refused_value_is_marked_at_the_field_as_typed(profile_copy: Path)
         assert tokens[tokens.index("--max_steps") + 1] == "20"
 
         await _type(pilot, screen, "training.learning_rate", "fast")
-        assert "number" in screen.editors["training.learning_rate"].error
+        assert "number" in screen.form.editors["training.learning_rate"].error
 
 
-async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy: Path) -> None:
+async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy: Path, isolated_runs: Path) -> None:
     app = WorkbenchApp(profile_copy, hardware=CPU_BOX)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
@@ -147,9 +138,9 @@ async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy
         await _type(pilot, screen, "distribution.nproc_per_node", "2")
         config = yaml.safe_load(screen.query_one("#config-preview").text)
         assert config["distributed_type"] == "MULTI_GPU" and config["num_processes"] == 2
-        assert screen.editors["distribution.fsdp.sharding_strategy"].display is False
+        assert screen.form.editors["distribution.fsdp.sharding_strategy"].display is False
         await _select(pilot, screen, "distribution.strategy", "fsdp")
-        assert screen.editors["distribution.fsdp.sharding_strategy"].display
+        assert screen.form.editors["distribution.fsdp.sharding_strategy"].display
         # FSDP on a CPU machine is a warning (it runs as DDP), so launch stays allowed
         assert any(p.field == "distribution.strategy" and p.severity == "warning" for p in screen.problems)
 
@@ -196,5 +187,5 @@ async def test_choosing_a_problem_focuses_its_field(profile_copy: Path) -> None:
         screen.query_one("#validation-list").focus()
         await pilot.press("enter")
         await settle(pilot)
-        assert screen.query_one("#settings").active == "tab-distribution"
-        assert app.focused is screen.editors["distribution.strategy"].control_widget
+        assert screen.form.active_tab == "distribution"
+        assert app.focused is screen.form.editors["distribution.strategy"].control_widget

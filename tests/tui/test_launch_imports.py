@@ -15,6 +15,7 @@ DRIVE = """
 import asyncio, json, sys
 from backend.cli.common import default_profile_path
 from tui.app import WorkbenchApp
+from tests.tui.conftest import shown
 
 async def main():
     app = WorkbenchApp(default_profile_path())
@@ -24,7 +25,9 @@ async def main():
         for _ in range(3):
             await app.workers.wait_for_complete()
             await pilot.pause()
-        summary = app.screen.dataset_summary.plain
+        app.screen.form.show_tab("data")
+        await pilot.pause()
+        summary = shown(app.screen.query_one("#dataset-summary"))
         later = [m for m in sys.argv[1:] if m in sys.modules]
     print(json.dumps({"first": first, "later": later, "tokens_counted": "tokens (" in summary}))
 

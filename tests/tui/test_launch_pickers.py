@@ -9,10 +9,12 @@ from textual.widgets import OptionList
 
 from backend.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import settle
+from tests.tui.conftest import settle, shown
 from tui.app import WorkbenchApp
-from tui.widgets.dataset_picker import DatasetPickerScreen, DatasetSummary
-from tui.widgets.model_picker import ModelDetails, ModelPickerScreen
+from tui.widgets.dataset_details import DatasetSummary
+from tui.widgets.dataset_picker import DatasetPickerScreen
+from tui.widgets.model_details import ModelDetails
+from tui.widgets.model_picker import ModelPickerScreen
 
 
 async def _choose(pilot, list_id: str, option_id: str) -> None:
@@ -48,12 +50,12 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         model = screen.profile.model
         assert (model.source, model.model_type, model.template) == ("builtin:tiny-qwen2", "qwen2", "qwen")
         config = json.loads((tiny_model / "config.json").read_text())
-        shown = details.plain
-        assert f"layers: {config['num_hidden_layers']}" in shown
-        assert f"hidden size: {config['hidden_size']}" in shown
-        assert f"vocab: {config['vocab_size']:,}" in shown
-        assert "template qwen" in shown
-        assert screen.editors["model.model_type"].text == "qwen2"
+        on_screen = shown(details)  # the Model tab is the one shown
+        assert f"layers: {config['num_hidden_layers']}" in on_screen
+        assert f"hidden size: {config['hidden_size']}" in on_screen
+        assert f"vocab: {config['vocab_size']:,}" in on_screen
+        assert "swift: model_type qwen2, template qwen" in on_screen
+        assert screen.form.editors["model.model_type"].text == "qwen2"
 
         await pilot.press("f8")
         await settle(pilot)
@@ -62,9 +64,12 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         await settle(pilot)
         assert screen.profile.data.train == ["builtin:self-cognition"]
         rows = sum(1 for line in BUILTIN_DATASETS["self-cognition"].read_text().splitlines() if line.strip())
-        summary = screen.query_one(DatasetSummary).plain
-        assert f"{rows} rows" in summary
-        assert "malformed" not in summary
+        await pilot.press("ctrl+t")  # the Data tab, as the user would look at it
+        await pilot.pause()
+        summary = shown(screen.query_one(DatasetSummary))
+        assert summary.startswith("builtin:self-cognition [builtin] 53 rows"), summary[:200]
+        assert rows == 53
+        assert "malformed" not in summary and "scanning" not in summary
         assert "tokens (chat template)" in summary  # counted with the tiny model's own tokenizer
         assert "user: who are you?" in summary
 
@@ -87,8 +92,11 @@ async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) ->
         await pilot.press(*"swift/self-cognition#500", "enter")
         await settle(pilot)
         assert screen.profile.data.train == ["swift/self-cognition#500"]
-        summary = screen.query_one(DatasetSummary).plain
-        assert "500 rows sampled" in summary and "hub dataset" in summary
+        screen.form.show_tab("data")
+        await pilot.pause()
+        summary = shown(screen.query_one(DatasetSummary))
+        assert summary == ("swift/self-cognition#500 [hub, 500 rows sampled] hub dataset: swift downloads it at "
+                           "launch; it cannot be previewed offline")
         assert "swift/self-cognition#500" in screen.query_one("#command-preview").text
 
 
@@ -113,16 +121,16 @@ async def test_uninferable_model_type_is_warned_and_choices_offered(
         (problem,) = [p for p in screen.problems if p.field.startswith("model.")]
         assert (problem.field, problem.severity) == ("model.model_type", "warning")
         assert "qwen2" in problem.fix  # the architecture's candidates, from swift's registry
-        assert "choose one" in screen.query_one(ModelDetails).plain
-        assert screen.editors["model.model_type"].suggestions[0] == "qwen2"
+        assert "choose one" in shown(screen.query_one(ModelDetails))
+        assert screen.form.editors["model.model_type"].suggestions[0] == "qwen2"
 
-        editor = screen.editors["model.model_type"]
+        editor = screen.form.editors["model.model_type"]
         editor.focus_control()
         await pilot.press(*"qwen2")
         await settle(pilot)
         (problem,) = [p for p in screen.problems if p.field.startswith("model.")]
         assert problem.field == "model.template" and "qwen" in problem.fix
-        screen.editors["model.template"].focus_control()
+        screen.form.editors["model.template"].focus_control()
         await pilot.press(*"qwen")
         await settle(pilot)
         assert not [p for p in screen.problems if p.field.startswith("model.")]

@@ -15,13 +15,13 @@ from backend.profile import load_profile, profile_to_toml
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle
 from tui.app import WorkbenchApp
-from tui.widgets.dialogs import ConfirmScreen, PathPromptScreen, TextScreen
+from tui.modals.dialogs import ConfirmScreen, PathPromptScreen, TextScreen
 
 
 async def _set_text(pilot, screen, path: str, text: str) -> None:
     screen.show_field(path)
     await pilot.pause()
-    field = screen.editors[path].query_one(Input)
+    field = screen.form.editors[path].query_one(Input)
     field.focus()
     await pilot.press("end", *["backspace"] * len(field.value), *text)
     await pilot.pause()
@@ -40,16 +40,16 @@ async def test_save_as_then_reload_is_identical(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = app.screen
-        assert screen.read_only  # a shipped example: ctrl+s asks for a new name
+        assert screen.document.read_only  # a shipped example: ctrl+s asks for a new name
         await _set_text(pilot, screen, "tuner.lora_rank", "32")
         await _set_text(pilot, screen, "training.max_steps", "40")
-        assert screen.is_dirty
+        assert screen.document.is_dirty
         await pilot.press("ctrl+s")
         await pilot.pause()
         target = tmp_path / "saved" / "rank32.toml"
         await _answer_path(pilot, target)
-        assert target.is_file() and not screen.is_dirty
-        assert screen.profile_path == target.resolve()
+        assert target.is_file() and not screen.document.is_dirty
+        assert screen.document.path == target.resolve()
         reloaded = load_profile(target)
         assert reloaded == screen.profile
         assert profile_to_toml(reloaded) == profile_to_toml(screen.profile)
@@ -61,8 +61,8 @@ async def test_save_as_then_reload_is_identical(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = app.screen
-        assert not screen.is_dirty
-        assert screen.editors["tuner.lora_rank"].text == "32"
+        assert not screen.document.is_dirty
+        assert screen.form.editors["tuner.lora_rank"].text == "32"
         assert screen.profile == reloaded
 
 
@@ -75,7 +75,7 @@ async def test_diff_between_form_and_saved_file(profile_copy: Path) -> None:
         await pilot.pause()
         assert not isinstance(app.screen, TextScreen)  # nothing to show
         await _set_text(pilot, screen, "tuner.lora_rank", "4")
-        diff = screen.diff_text()
+        diff = screen.document.diff_text()
         assert "-lora_rank = 16\n" in diff and "+lora_rank = 4\n" in diff
         await pilot.press("ctrl+g")
         await pilot.pause()
@@ -84,7 +84,7 @@ async def test_diff_between_form_and_saved_file(profile_copy: Path) -> None:
         await pilot.press("ctrl+s")  # the user's own file: saved in place
         await pilot.pause()
         assert load_profile(profile_copy).tuner.lora_rank == 4
-        assert screen.diff_text() == ""
+        assert screen.document.diff_text() == ""
 
 
 async def test_open_another_profile_after_confirming_discard(profile_copy: Path, tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ async def test_open_another_profile_after_confirming_discard(profile_copy: Path,
         await _answer_path(pilot, other)
         await settle(pilot)
         assert app.screen is screen and screen.profile == load_profile(other)
-        assert screen.editors["name"].text == "quickstart" and not screen.is_dirty
+        assert screen.form.editors["name"].text == "quickstart" and not screen.document.is_dirty
 
 
 async def test_quit_asks_when_changes_are_unsaved(profile_copy: Path) -> None:
@@ -168,7 +168,7 @@ async def test_new_and_broken_profile_files(tmp_path: Path) -> None:
         assert screen.profile.name == "fresh" and not new.exists()
         await pilot.press("ctrl+s")
         await pilot.pause()
-        assert load_profile(new) == screen.profile and not screen.is_dirty
+        assert load_profile(new) == screen.profile and not screen.document.is_dirty
 
     broken = tmp_path / "broken.toml"
     broken.write_text("[tuner]\ntype = 'lorra'\n")
@@ -176,8 +176,8 @@ async def test_new_and_broken_profile_files(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = app.screen
-        assert screen.profile_path is None  # never saved over the user's file
-        assert "lorra" in screen.open_problem and "tuner.type" in screen.open_problem
+        assert screen.document.path is None  # never saved over the user's file
+        assert "lorra" in screen.document.open_problem and "tuner.type" in screen.document.open_problem
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, PathPromptScreen)

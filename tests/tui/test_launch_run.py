@@ -15,7 +15,7 @@ from backend.runs.layout import RunFolder
 from backend.runs.manager import refresh, stop_run
 from tests.tui.conftest import QUICKSTART, settle
 from tui.app import WorkbenchApp
-from tui.widgets.dialogs import ConfirmScreen
+from tui.modals.dialogs import ConfirmScreen
 
 MAX_STEPS = 12
 
@@ -36,7 +36,7 @@ async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_mode
         screen = app.screen
         screen.show_field("training.max_steps")
         await pilot.pause()
-        field = screen.editors["training.max_steps"].query_one(Input)
+        field = screen.form.editors["training.max_steps"].query_one(Input)
         field.focus()
         await pilot.press("end", *["backspace"] * len(field.value), *str(MAX_STEPS))
         await pilot.pause()

@@ -14,7 +14,7 @@ from tests.runs.helpers import wait_for as wait_until
 from tui.app import WorkbenchApp
 from tui.screens.chat import ChatScreen
 from tui.screens.monitor import MonitorScreen
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from backend.runs.process import run_processes
 from tui.app import WorkbenchApp
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import RunsScreen
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from tui.app import WorkbenchApp
 from tui.screens.compare import CompareScreen
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import KEEP_GOING, RunsScreen
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 from tui.widgets.metric_plots import CompareLossPlot
 
 NAMES = ("quickstart-short", "cpu-fp16-overflow", "broken-data")

@@ -1,73 +1,18 @@
-"""What the launch screen shows and decides, as plain functions (no widgets): which settings go in
-which tab, which fields matter for the current settings, the hardware lines, and small checks."""
+"""What the launch screen says about the machine and the model, as plain functions (no widgets):
+the hardware lines, swift's model_type/template warnings, where a model's files are."""
 
 from __future__ import annotations
 
-import os
-import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from backend.hardware import HardwareInfo
 from backend.models import SwiftInference, describe_source
-from backend.paths import SHIPPED_PROFILES_DIR, is_builtin
-from backend.profile import LaunchProfile, ProfileError, load_profile
+from backend.profile import LaunchProfile
 from backend.validate import Problem
-from tui.command_text import display_path
-from tui.widgets.settings_form import section_paths
 
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
 BUILTIN_TYPES = ("qwen2", "qwen")  # what swift must be told for the built-in models
-
-# tab id, title, sections shown ("" = the profile's own scalar fields)
-TABS: list[tuple[str, str, list[str]]] = [
-    ("model", "Model", ["model"]),
-    ("data", "Data", ["data"]),
-    ("tuner", "Tuner", ["tuner"]),
-    ("precision", "Precision", ["precision"]),
-    ("distribution", "Distribution", ["distribution"]),
-    ("training", "Training", ["training"]),
-    ("output", "Output", ["", "output", "debug"]),
-]
-
-
-def visible_rules(p: LaunchProfile) -> dict[str, bool]:
-    """Fields that only matter for some settings (prefix -> shown)."""
-    t, d = p.tuner, p.distribution
-    return {
-        "tuner.lora_": t.type != "full",
-        "tuner.target_modules": t.type != "full",
-        "tuner.quant_": t.type == "qlora",
-        "tuner.bnb_4bit_": t.type == "qlora" and t.quant_bits == 4,
-        "precision.loss_scale_": p.precision.fp16,
-        "distribution.fsdp": d.strategy == "fsdp",
-        "distribution.deepspeed": d.strategy == "deepspeed",
-        "distribution.deepspeed.offload_param": d.strategy == "deepspeed" and d.deepspeed.stage == 3,
-        "distribution.fsdp.min_num_params": d.strategy == "fsdp" and d.fsdp.auto_wrap_policy == "SIZE_BASED_WRAP",
-        "distribution.fsdp.transformer_layer_cls_to_wrap":
-            d.strategy == "fsdp" and d.fsdp.auto_wrap_policy == "TRANSFORMER_BASED_WRAP",
-        "distribution.main_process_": d.num_machines > 1,
-        "distribution.machine_rank": d.num_machines > 1,
-        "distribution.rdzv_backend": d.num_machines > 1,
-        "training.gradient_checkpointing_use_reentrant": p.training.gradient_checkpointing,
-    }
-
-
-def is_visible(path: str, profile: LaunchProfile, rules: dict[str, bool] | None = None) -> bool:
-    """The most specific matching rule decides."""
-    matching = [(prefix, shown) for prefix, shown in (rules or visible_rules(profile)).items()
-                if path.startswith(prefix)]
-    return max(matching, key=lambda r: len(r[0]))[1] if matching else True
-
-
-def tab_paths(sections: list[str]) -> Iterator[str | tuple[str, str]]:
-    for section in sections:
-        if section:
-            yield from section_paths(section)
-        else:  # the profile's own scalar fields, not its sections
-            yield from (p for p in section_paths("") if isinstance(p, str) and "." not in p)
 
 
 def hardware_line(hardware: HardwareInfo | None) -> str:
@@ -124,35 +69,9 @@ def swift_type_problems(inference: SwiftInference) -> list[Problem]:
     return problems
 
 
-def profile_label(path: Path) -> str:
-    """Shipped profiles by their place in the package, others relative to cwd or home."""
-    shipped = SHIPPED_PROFILES_DIR.resolve()
-    if path.resolve().is_relative_to(shipped):
-        return f"{shipped.name}/{path.resolve().relative_to(shipped)}"
-    return display_path(path)
-
-
-def rebase_ref(ref: str, old_base: Path, new_base: Path) -> str:
-    """A relative local path that named a file next to the old profile, made to name it from the new one."""
-    if is_builtin(ref) or Path(ref).is_absolute() or ref.startswith("~"):
-        return ref
-    path_part, sep, sample = ref.partition("#")
-    if not (old_base / path_part).exists() or old_base.resolve() == new_base.resolve():
-        return ref
-    relative = os.path.relpath((old_base / path_part).resolve(), new_base.resolve())
-    relative = relative if relative.startswith("..") else "./" + relative
-    return relative + sep + sample
-
-
 def model_dir_of(source: str, base_dir: Path) -> Path | None:
     info = describe_source(source, base_dir)
     return info.path if info.path and info.path.is_dir() else None
-
-
-def first_message(err: ValidationError) -> str:
-    item = err.errors()[0]
-    message = item["msg"]
-    return message.removeprefix("Value error, ")
 
 
 def field_of(problem_field: str, editors: dict[str, object]) -> str | None:
@@ -165,18 +84,21 @@ def field_of(problem_field: str, editors: dict[str, object]) -> str | None:
     return None
 
 
-def looks_like_profile(path: Path) -> bool:
-    """TOML with a profile's sections (pyproject.toml and friends are not offered)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return True  # a broken profile is still offered: opening it explains what is wrong
-    return bool({"model", "data", "tuner", "training"} & set(data))
-
-
-def check_profile(path: Path) -> str | None:
-    try:
-        load_profile(path)
-    except ProfileError as err:
-        return "; ".join(str(p) for p in err.problems[:3])
-    return None
+def launch_summary(p: LaunchProfile, problems: Iterable[Problem]) -> str:
+    """What the launch confirmation says about the run."""
+    epochs = p.training.num_train_epochs
+    steps = (f"{p.training.max_steps} steps" if p.training.max_steps and p.training.max_steps > 0
+             else f"{epochs:g} epochs" if epochs is not None else "ms-swift's default number of epochs")
+    warnings = [x for x in problems if x.severity == "warning"]
+    lines = [
+        f"profile   {p.name}",
+        f"model     {p.model.source}",
+        f"data      {' '.join(p.data.train)}",
+        f"tuner     {p.tuner.type} · precision {p.precision.mode} · {p.distribution.strategy} "
+        f"× {p.distribution.world_size}",
+        f"length    {steps}",
+        "The run starts detached: it keeps going if this terminal or SSH session closes.",
+    ]
+    if warnings:
+        lines.append(f"{len(warnings)} warning(s): {'; '.join(w.field for w in warnings)}")
+    return "\n".join(lines)

@@ -32,7 +32,7 @@ from backend.runs.manager import stop_run
 from backend.series import MetricsStore
 from backend.system_monitor import SystemMonitor, SystemSample
 from tui.feed import RunFeed
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 from tui.widgets.alerts_panel import AlertsPanel
 from tui.widgets.log_tail import LogTail
 from tui.widgets.memory_panel import MemoryPanel

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from backend.runs.layout import RunFolder
 from backend.runs.manager import RunSummary, delete_run, list_runs, resume_run, stop_run, summarize
-from tui.widgets.dialogs import ConfirmModal
+from tui.modals.dialogs import ConfirmModal
 from tui.widgets.units import duration, number, step_of
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),

@@ -1,6 +1,6 @@
 """What launch will run: the exact command (one option group per line) and the accelerate config.
 
-The screen sets `plan` (built in memory for a preview run folder, nothing written); the
+The details pane binds `plan` (built in memory for a preview run folder, nothing written); the
 text shown is `plan.shell_line()` split at option boundaries with `\\` continuations.
 """
 
@@ -19,6 +19,13 @@ from tui.command_text import multiline_command
 
 class PlanView(VerticalScroll, can_focus=True):
     """A scrollable, focusable view of one face of the launch plan."""
+
+    DEFAULT_CSS = """
+    PlanView {
+        height: 100%;
+        padding: 0 1;
+    }
+    """
 
     plan: reactive[LaunchPlan | None] = reactive(None, init=False)
     """The plan on show; None while the form cannot produce one."""

@@ -15,7 +15,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -82,25 +81,6 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
         text.append(f"row {number}:\n", style="dim")
         text.append_text(chat_text(messages))
     return text
-
-
-class DatasetSummary(Static):
-    """The Data tab's report on every train/val entry (set by the screen)."""
-
-    reports: reactive[tuple[DatasetReport, ...]] = reactive((), init=False)
-    """One report per dataset entry, in profile order."""
-
-    def watch_reports(self) -> None:
-        text = Text()
-        for report in self.reports:
-            text.append_text(report_text(report))
-            text.append("\n")
-        text.rstrip()
-        self.update(text if self.reports else Text("no dataset chosen", style="dim"))
-
-    @property
-    def plain(self) -> str:
-        return "\n".join(report_text(r).plain for r in self.reports)
 
 
 def find_dataset_files(roots: list[Path], max_depth: int = 3) -> Iterator[Path]:

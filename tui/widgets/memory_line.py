@@ -1,21 +1,27 @@
 """One line of memory forecast under the form, from the memory planner when it is installed.
 
-`forecast_summary` runs in a worker thread (it reads config.json); the screen sets the
-result on `MemoryLine.summary`. Without the planner the line stays hidden: never a number
-that was not computed.
+The line owns its forecast: the screen binds `query` (the profile, its folder, the hardware)
+and `forecast_summary` runs in a thread worker (it reads config.json). Without the planner
+the line stays hidden: never a number that was not computed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+from textual import on, work
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from backend.command import uses_cpu
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
+from tui.screens.launch_support import model_dir_of
+from tui.worker_failures import WorkerFailures
 
 GIB = 2**30
 
@@ -75,12 +81,60 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
     return " · ".join(parts)
 
 
-class MemoryLine(Static):
+@dataclass(frozen=True)
+class ForecastQuery:
+    """What a forecast depends on (a copy of the profile: the form's own keeps changing)."""
+
+    profile: LaunchProfile
+    base_dir: Path
+    hardware: HardwareInfo
+
+
+class MemoryLine(WorkerFailures, Static):
     """Hidden until there is a forecast to show."""
 
+    DEFAULT_CSS = """
+    MemoryLine {
+        height: 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        padding: 0 1;
+        background: $panel;
+        display: none;
+    }
+    """
+
+    query: reactive[ForecastQuery | None] = reactive(None, init=False)
+    """The profile to forecast (bound to the screen's)."""
     summary: reactive[str | None] = reactive(None)
     """The forecast text, or None to hide the line."""
 
+    class Forecast(Message, bubble=False):
+        def __init__(self, query: ForecastQuery, summary: str | None) -> None:
+            super().__init__()
+            self.query, self.summary = query, summary
+
+    def watch_query(self, query: ForecastQuery | None) -> None:
+        if query is not None:
+            self._forecast(query)
+
     def watch_summary(self, summary: str | None) -> None:
         self.display = summary is not None
-        self.update(summary or "")
+        self.update(Text(summary or ""))
+
+    def show_failure(self, message: str) -> None:
+        self.summary = f"✗ Memory forecast: {message} (ctrl+r: retry)"
+
+    def retry(self) -> None:
+        if self.query is not None:
+            self._forecast(self.query)
+
+    @work(thread=True, exclusive=True, group="memory", exit_on_error=False, description="Memory forecast")
+    def _forecast(self, query: ForecastQuery) -> None:
+        model_dir = model_dir_of(query.profile.model.source, query.base_dir)
+        self.post_message(self.Forecast(query, forecast_summary(query.profile, model_dir, query.hardware)))
+
+    @on(Forecast)
+    def _forecasted(self, event: Forecast) -> None:
+        if event.query == self.query:
+            self.summary = event.summary

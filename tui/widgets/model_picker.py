@@ -1,4 +1,4 @@
-"""Choosing a model: the picker dialog, and the details panel of the Model tab.
+"""Choosing a model: the picker dialog, and how a model is described (the Model tab shows it too).
 
 Discovery (local folders, the HF and ModelScope caches, the built-in models) runs in a
 thread worker; every detail comes from config.json alone (backend.models).
@@ -14,7 +14,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -62,25 +61,6 @@ def _inference_text(inference: SwiftInference) -> Text:
     if inference.template_choices:
         text.append(f"  template choices: {', '.join(inference.template_choices)}\n")
     return text
-
-
-class ModelDetails(Static):
-    """The chosen model's shape and swift's view of it (set by the screen)."""
-
-    info: reactive[ModelInfo | None] = reactive(None, init=False)
-    """The model described; None while being read."""
-    inference: reactive[SwiftInference | None] = reactive(None, init=False)
-    """What swift will use for model_type/template."""
-
-    @property
-    def plain(self) -> str:
-        return model_details_text(self.info, self.inference).plain
-
-    def watch_info(self) -> None:
-        self.update(model_details_text(self.info, self.inference))
-
-    def watch_inference(self) -> None:
-        self.update(model_details_text(self.info, self.inference))
 
 
 class ModelPickerScreen(ModalScreen[str | None]):

@@ -1,21 +1,17 @@
-"""Editors for launch-profile fields, built from the pydantic schema of `LaunchProfile`.
+"""The editor of one launch-profile field, built from the pydantic schema of `LaunchProfile`.
 
 Each `FieldEditor` shows one field (label, control, one-line help). It parses what is typed
-and posts `FieldEditor.Edited` upward; the screen assigns the value to the profile (pydantic
-validates on assignment) and sets `error` back on the editor when the value is refused.
-Values set from outside (a picker, an opened profile) go downward through `show_value`,
-which does not echo an `Edited` message.
+and posts `FieldEditor.Edited` upward (with `refused` set when the text cannot be parsed);
+the settings form assigns the value to the profile document and shows the verdict.
+Values set from outside (a picker, an opened profile) arrive through `show_value`, which
+does not echo an `Edited` message.
 """
 
 from __future__ import annotations
 
-import shlex
-import typing
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -25,169 +21,29 @@ from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TextArea
 
-from backend.profile import LaunchProfile
-
-Kind = Literal["bool", "choice", "text", "number", "list", "int_list", "mapping", "multiline"]
-NONE_CHOICE = "(none)"
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """How one profile field is edited."""
-
-    path: str  # dotted, e.g. "distribution.fsdp.cpu_offload"
-    kind: Kind
-    help: str
-    choices: tuple[tuple[str, Any], ...] = ()
-    optional: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.path.rsplit(".", 1)[-1]
-
-    @property
-    def dom_id(self) -> str:
-        return "field-" + self.path.replace(".", "__")
-
-
-def section_model(section: str) -> type[BaseModel]:
-    model: type[BaseModel] = LaunchProfile
-    for part in section.split(".") if section else []:
-        model = model.model_fields[part].annotation  # type: ignore[assignment]
-    return model
-
-
-def field_spec(path: str) -> FieldSpec:
-    section, _, name = path.rpartition(".")
-    info = section_model(section).model_fields[name]
-    annotation = info.annotation
-    help_text = info.description or ""
-    args = typing.get_args(annotation)
-    optional = type(None) in args
-    inner = next((a for a in args if a is not type(None)), annotation) if optional else annotation
-    origin = typing.get_origin(inner)
-    if path == "description":
-        return FieldSpec(path, "multiline", help_text)
-    if inner is bool:
-        if optional:
-            choices = (("auto", None), ("true", True), ("false", False))
-            return FieldSpec(path, "choice", help_text, choices, optional=True)
-        return FieldSpec(path, "bool", help_text)
-    if origin is Literal:
-        choices = tuple((str(v), v) for v in typing.get_args(inner))
-        if optional:
-            choices = ((NONE_CHOICE, None), *choices)
-        return FieldSpec(path, "choice", help_text, choices, optional)
-    if origin is list:
-        item = typing.get_args(inner)[0]
-        return FieldSpec(path, "int_list" if item is int else "list", help_text)
-    if origin is dict:
-        return FieldSpec(path, "mapping", help_text)
-    if inner in (int, float):
-        return FieldSpec(path, "number", help_text, optional=optional)
-    return FieldSpec(path, "text", help_text, optional=optional)
-
-
-def section_paths(section: str) -> Iterator[str | tuple[str, str]]:
-    """Field paths of a section in schema order; nested sections yield (heading, path) first."""
-    model = section_model(section)
-    prefix = f"{section}." if section else ""
-    for name, info in model.model_fields.items():
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield ("heading", prefix + name)
-            yield from section_paths(prefix + name)
-        else:
-            yield prefix + name
-
-
-def get_value(profile: LaunchProfile, path: str) -> Any:
-    target: Any = profile
-    for part in path.split("."):
-        target = getattr(target, part)
-    return target
-
-
-def set_value(profile: LaunchProfile, path: str, value: Any) -> None:
-    """Assign through pydantic (validate_assignment): raises ValidationError when refused."""
-    section, _, name = path.rpartition(".")
-    target = get_value(profile, section) if section else profile
-    setattr(target, name, value)
-
-
-def format_value(spec: FieldSpec, value: Any) -> str:
-    if value is None:
-        return ""
-    if spec.kind == "list":
-        return shlex.join(value)
-    if spec.kind == "int_list":
-        return ",".join(str(v) for v in value)
-    if spec.kind == "mapping":
-        return " ".join(f"{k}={shlex.quote(_scalar_text(v))}" for k, v in value.items())
-    if spec.kind == "number" and isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def _scalar_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-def parse_text(spec: FieldSpec, text: str) -> Any:
-    """Typed text -> the value to assign; ValueError says what is wrong and how to write it."""
-    stripped = text.strip()
-    if spec.kind in ("text", "number") and spec.optional and not stripped:
-        return None
-    if spec.kind == "number":
-        if not stripped:
-            raise ValueError("a number is needed")
-        return stripped  # pydantic converts and range-checks
-    if spec.kind == "list":
-        try:
-            return shlex.split(stripped)
-        except ValueError as err:
-            raise ValueError(f"{err}; separate entries with spaces, quote ones that hold spaces") from None
-    if spec.kind == "int_list":
-        parts = [p for p in stripped.replace(",", " ").split() if p]
-        if not all(p.isdigit() for p in parts):
-            raise ValueError("whole numbers separated by commas, e.g. 0,1")
-        return [int(p) for p in parts]
-    if spec.kind == "mapping":
-        return _parse_mapping(stripped)
-    return text
-
-
-def _parse_mapping(text: str) -> dict[str, Any]:
-    try:
-        tokens = shlex.split(text)
-    except ValueError as err:
-        raise ValueError(f"{err}; write key=value pairs separated by spaces") from None
-    result: dict[str, Any] = {}
-    for token in tokens:
-        key, sep, raw = token.partition("=")
-        if not sep or not key:
-            raise ValueError(f"{token!r} is not key=value")
-        result[key] = _parse_scalar(raw)
-    return result
-
-
-def _parse_scalar(raw: str) -> Any:
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    for convert in (int, float):
-        try:
-            return convert(raw)
-        except ValueError:
-            pass
-    return raw.split(",") if "," in raw else raw
+from tui.profile_fields import FieldSpec, format_value, parse_text
 
 
 class FieldEditor(Vertical):
     """One profile field: label, control, and a note line (help, or why the value is refused)."""
+
+    DEFAULT_CSS = """
+    FieldEditor {
+        height: auto;
+        .field-row { height: 1; }
+        &.-multiline .field-row { height: 3; }
+        .field-label { width: 30; color: $text; }
+        .field-control { width: 1fr; }
+        TextArea.field-control { height: 3; }
+        .field-button { width: auto; margin-left: 1; }
+        .field-note { color: $text-muted; padding-left: 30; height: auto; }
+        &:focus-within .field-label { text-style: bold; color: $accent; }
+        &.-invalid .field-note { color: $error; }
+        &.-invalid .field-control { background: $error 25%; }
+        &.-problem-error .field-note { color: $error; }
+        &.-problem-warning .field-note { color: $warning; }
+    }
+    """
 
     error: reactive[str | None] = reactive(None)
     """Why the typed value was refused (shown at the field, in red)."""
@@ -195,12 +51,14 @@ class FieldEditor(Vertical):
     """A pre-launch problem on this field: (severity, message)."""
 
     class Edited(Message):
-        """The user changed the field; `value` is parsed but not validated yet."""
+        """The user changed the field; `value` is parsed but not validated yet, or `refused` says
+        why the text could not be parsed (then `value` is None)."""
 
-        def __init__(self, editor: FieldEditor, value: Any) -> None:
+        def __init__(self, editor: FieldEditor, value: Any, refused: str | None = None) -> None:
             super().__init__()
             self.editor = editor
             self.value = value
+            self.refused = refused
 
         @property
         def control(self) -> FieldEditor:
@@ -296,6 +154,14 @@ class FieldEditor(Vertical):
                 if control.value != text:
                     control.value = text
 
+    def accepted(self, value: Any) -> None:
+        """The profile took the typed value (in its own form); the control keeps what was typed."""
+        self._value = value
+
+    def shows(self, value: Any) -> bool:
+        """Whether the editor already stands for `value`."""
+        return value == self._value and type(value) is type(self._value)
+
     @property
     def text(self) -> str:
         """What the control shows, as text (for tests and messages)."""
@@ -309,7 +175,7 @@ class FieldEditor(Vertical):
         return "true" if control.value else "false"  # type: ignore[attr-defined]
 
     def _post(self, value: Any) -> None:
-        if value == self._value and type(value) is type(self._value) and self.error is None:
+        if self.shows(value) and self.error is None:
             return  # a control announcing the value it was given (on mount, or from show_value)
         self._value = value
         self.post_message(self.Edited(self, value))
@@ -321,6 +187,7 @@ class FieldEditor(Vertical):
             value = parse_text(self.spec, event.value)
         except ValueError as err:
             self.error = str(err)
+            self.post_message(self.Edited(self, None, refused=str(err)))
             return
         self._post(value)
 
@@ -365,3 +232,11 @@ class FieldEditor(Vertical):
 
 class SectionHeading(Static):
     """A sub-heading inside a settings tab (e.g. the FSDP block of Distribution)."""
+
+    DEFAULT_CSS = """
+    SectionHeading {
+        margin-top: 1;
+        text-style: bold;
+        color: $accent;
+    }
+    """

@@ -21,8 +21,17 @@ from backend.validate import Problem
 class ValidationPanel(Vertical):
     """Summary line plus one selectable entry per problem, errors first."""
 
-    problems: reactive[tuple[Problem, ...]] = reactive((), init=False, always_update=True)
-    """Everything wrong with the form right now (errors block a launch)."""
+    DEFAULT_CSS = """
+    ValidationPanel {
+        height: 100%;
+        #validation-summary { height: auto; padding: 0 1; color: $success; }
+        &.-errors #validation-summary { color: $error; text-style: bold; }
+        #validation-list { height: 1fr; border: none; padding: 0; }
+    }
+    """
+
+    problems: reactive[tuple[Problem, ...] | None] = reactive(None, init=False, always_update=True)
+    """Everything wrong with the form right now (errors block a launch); None: not checked yet."""
 
     class JumpTo(Message):
         """The user chose a problem: show its field."""
@@ -37,12 +46,12 @@ class ValidationPanel(Vertical):
 
     @property
     def error_count(self) -> int:
-        return sum(1 for p in self.problems if p.severity == "error")
+        return sum(1 for p in self.problems or () if p.severity == "error")
 
     @property
     def summary(self) -> str:
         errors = self.error_count
-        warnings = len(self.problems) - errors
+        warnings = len(self.problems or ()) - errors
         if not self.problems:
             return "✓ No problems: ready to launch."
         parts = [f"{errors} error{'s' * (errors != 1)}" if errors else "", f"{warnings} warning{'s' * (warnings != 1)}"
@@ -51,6 +60,9 @@ class ValidationPanel(Vertical):
         return f"{' and '.join(p for p in parts if p)}: {verdict}."
 
     def watch_problems(self) -> None:
+        if self.problems is None:
+            self.query_one("#validation-summary", Static).update("checking…")
+            return
         self.query_one("#validation-summary", Static).update(self.summary)
         self.set_class(self.error_count > 0, "-errors")
         options = self.query_one("#validation-list", OptionList)
@@ -73,7 +85,7 @@ class ValidationPanel(Vertical):
 
     def lines(self) -> list[str]:
         """Plain text of each problem (for tests and the tmux check)."""
-        return [f"{p.severity}: {p.field}: {p.message} fix: {p.fix}" for p in self.problems]
+        return [f"{p.severity}: {p.field}: {p.message} fix: {p.fix}" for p in self.problems or ()]
 
     @on(OptionList.OptionSelected, "#validation-list")
     def _chosen(self, event: OptionList.OptionSelected) -> None:

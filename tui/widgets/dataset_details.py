@@ -1,0 +1,121 @@
+"""The Data tab's report on every train/val entry: rows, malformed rows, lengths, tokens, a preview.
+
+The widget owns its scan: the screen binds `query` (the dataset entries, the model whose
+tokenizer counts tokens, max_length) and a thread worker reads each file, then counts tokens
+in a child process. Each step posts a new tuple of new reports (never the same objects
+changed), so what is shown always follows what was found.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from backend.inspect_data import DatasetReport, has_local_tokenizer, parse_ref, scan_dataset, token_summary
+from tui.screens.launch_support import model_dir_of
+from tui.widgets.dataset_picker import report_text
+from tui.worker_failures import WorkerFailures, failure_text
+
+
+@dataclass(frozen=True)
+class DataQuery:
+    """What the profile says about its data."""
+
+    refs: tuple[str, ...]
+    model_source: str
+    max_length: int
+    base_dir: Path
+
+
+class DatasetSummary(WorkerFailures, Static):
+    """One report per dataset entry, in profile order."""
+
+    DEFAULT_CSS = """
+    DatasetSummary {
+        height: auto;
+        padding: 0 1;
+        background: $boost;
+    }
+    """
+
+    query: reactive[DataQuery | None] = reactive(None, init=False)
+    """The entries to report on (bound to the screen's)."""
+    reports: reactive[tuple[DatasetReport, ...]] = reactive((), init=False)
+    """What is known so far, one report per entry."""
+
+    class Scanned(Message, bubble=False):
+        def __init__(self, query: DataQuery, reports: tuple[DatasetReport, ...]) -> None:
+            super().__init__()
+            self.query, self.reports = query, reports
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._stop = threading.Event()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def watch_query(self, query: DataQuery | None) -> None:
+        self._stop.set()
+        self._stop = threading.Event()
+        if query is not None:
+            self._scan(query, self._stop)
+
+    def watch_reports(self) -> None:
+        text = Text()
+        for report in self.reports:
+            text.append_text(report_text(report))
+            text.append("\n")
+        text.rstrip()
+        self.update(text if self.reports else Text("no dataset chosen", style="dim"))
+
+    def show_failure(self, message: str) -> None:
+        self.update(failure_text(message))
+
+    def retry(self) -> None:
+        if self.query is not None:
+            self.watch_query(self.query)
+
+    @work(thread=True, exclusive=True, group="dataset-scan", exit_on_error=False, description="Scanning the datasets")
+    def _scan(self, query: DataQuery, stop: threading.Event) -> None:
+        reports = tuple(DatasetReport(parse_ref(ref, query.base_dir)) for ref in query.refs)
+        self.post_message(self.Scanned(query, reports))
+        reports = tuple(dataclasses.replace(r, scan=scan_dataset(r.ref.path, stop=stop))
+                        if r.ref.path is not None and not r.ref.problem and not stop.is_set() else r
+                        for r in reports)
+        if stop.is_set():
+            return
+        self.post_message(self.Scanned(query, reports))
+        model_dir = model_dir_of(query.model_source, query.base_dir)
+        counted = []
+        for report in reports:
+            if report.scan is not None and not stop.is_set():
+                report = _with_tokens(report, model_dir, query.max_length)
+            counted.append(report)
+        if not stop.is_set():
+            self.post_message(self.Scanned(query, tuple(counted)))
+
+    @on(Scanned)
+    def _scanned(self, event: Scanned) -> None:
+        if event.query == self.query:
+            self.reports = event.reports
+
+
+def _with_tokens(report: DatasetReport, model_dir: Path | None, max_length: int) -> DatasetReport:
+    """A new report with the token counts, or a note saying why there are none."""
+    if not has_local_tokenizer(model_dir):
+        return dataclasses.replace(
+            report, token_note="tokens: counted once the model's tokenizer is local (characters only now)")
+    try:
+        tokens = token_summary(report.ref.path, model_dir, max_length=max_length)  # type: ignore[arg-type]
+    except Exception as err:  # a tokenizer that cannot be read only costs the token column
+        return dataclasses.replace(report, token_note=f"tokens: not counted ({err})")
+    return dataclasses.replace(report, tokens=tokens)

@@ -1,0 +1,118 @@
+"""The Model tab's details: the chosen model's shape and what ms-swift will be told about it.
+
+The widget owns its inspection: the screen binds `query` (what the form says about the model)
+and the widget reads config.json and ms-swift's registry in a thread worker, shows the answer,
+and posts `ModelDetails.Inferred` up (swift's warnings and the names to offer while typing).
+An answer about a query that is no longer current is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from backend.models import ModelInfo, SwiftInference, describe_source, infer_swift_types, load_swift_registry
+from backend.validate import Problem
+from tui.screens.launch_support import swift_type_problems
+from tui.widgets.model_picker import model_details_text
+from tui.worker_failures import WorkerFailures, failure_text
+
+
+@dataclass(frozen=True)
+class ModelQuery:
+    """What the profile says about the model."""
+
+    source: str
+    model_type: str | None
+    template: str | None
+    base_dir: Path
+
+
+class ModelDetails(WorkerFailures, Static):
+    """Shape rows and swift's model_type/template, for the model of `query`."""
+
+    DEFAULT_CSS = """
+    ModelDetails {
+        height: auto;
+        padding: 0 1;
+        background: $boost;
+    }
+    """
+
+    query: reactive[ModelQuery | None] = reactive(None, init=False)
+    """The model to describe (bound to the screen's)."""
+    info: reactive[ModelInfo | None] = reactive(None, init=False)
+    """The model described; None while being read."""
+    inference: reactive[SwiftInference | None] = reactive(None, init=False)
+    """What swift will use for model_type/template."""
+
+    class Described(Message, bubble=False):
+        def __init__(self, query: ModelQuery, info: ModelInfo, inference: SwiftInference,
+                     registry: dict | None) -> None:
+            super().__init__()
+            self.query, self.info, self.inference, self.registry = query, info, inference, registry
+
+    class Inferred(Message):
+        """swift's verdict on the current model: warnings for the form, names to offer while typing."""
+
+        def __init__(self, problems: tuple[Problem, ...], suggestions: dict[str, tuple[str, ...]]) -> None:
+            super().__init__()
+            self.problems = problems
+            self.suggestions = suggestions
+
+    def watch_query(self, query: ModelQuery | None) -> None:
+        if query is not None:
+            self._describe(query)
+
+    def watch_info(self) -> None:
+        self.update(model_details_text(self.info, self.inference))
+
+    def watch_inference(self) -> None:
+        self.update(model_details_text(self.info, self.inference))
+
+    def show_failure(self, message: str) -> None:
+        shown = model_details_text(self.info, self.inference) if self.info is not None else Text()
+        self.update(Text("\n").join([t for t in (shown, failure_text(message)) if t.plain]))
+
+    def retry(self) -> None:
+        if self.query is not None:
+            self._describe(self.query)
+
+    @work(thread=True, exclusive=True, group="model-details", exit_on_error=False, description="Reading the model")
+    def _describe(self, query: ModelQuery) -> None:
+        info = describe_source(query.source, query.base_dir)
+        registry = load_swift_registry()
+        inference = infer_swift_types(info, registry, model_type=query.model_type, template=query.template)
+        self.post_message(self.Described(query, info, inference, registry))
+        if registry is None and inference.needs_choice and info.origin != "builtin":
+            self.call_from_thread(self._read_swift_registry, query, info)
+
+    @work(thread=True, exclusive=True, group="swift-registry", exit_on_error=False,
+          description="Reading ms-swift's model registry")
+    def _read_swift_registry(self, query: ModelQuery, info: ModelInfo) -> None:
+        from backend.models import build_swift_registry
+
+        self.app.notify("Asking ms-swift which model_type/template fit (first time only, about 15 s)…",
+                        title="Model", timeout=8)
+        registry = build_swift_registry()
+        inference = infer_swift_types(info, registry, model_type=query.model_type, template=query.template)
+        self.post_message(self.Described(query, info, inference, registry))
+
+    @on(Described)
+    def _described(self, event: Described) -> None:
+        if event.query != self.query:
+            return  # an answer about a model that is no longer chosen
+        self.info, self.inference = event.info, event.inference
+        inference, registry = event.inference, event.registry
+        suggestions = {}
+        if registry is not None:  # typing in model_type / template completes from swift's names, likely first
+            suggestions = {"model.model_type": (*inference.model_type_choices, *registry["model_types"]),
+                           "model.template": (*inference.template_choices, *registry["templates"])}
+        self.post_message(self.Inferred(tuple(swift_type_problems(inference)),
+                                        {path: tuple(dict.fromkeys(names)) for path, names in suggestions.items()}))
