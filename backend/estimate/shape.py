@@ -116,9 +116,17 @@ class ModelShape:
         return self.num_experts > 0
 
     @property
+    def trusted(self) -> bool:
+        """Exact from transformers, or the formula of a family a test checks against transformers."""
+        return self.exact or (self.family_known and not self.is_moe)
+
+    @property
     def count_label(self) -> str:
-        return "exact (transformers)" if self.exact else (
-            "formula" if self.family_known and not self.is_moe else "estimated, not exact (formula)")
+        if self.exact:
+            return "exact (transformers)"
+        if self.trusted:
+            return "formula (checked against transformers)"
+        return "estimated, not exact (formula)"
 
     def with_note(self, note: str) -> ModelShape:
         return replace(self, notes=(*self.notes, note))
@@ -143,8 +151,8 @@ class ModelShape:
         if self.is_moe:
             shared = f", {self.shared_experts} shared" if self.shared_experts else ""
             rows.append(("experts", f"{self.num_experts} ({self.experts_per_token} per token{shared})"))
-            rows.append(("active", format_count(self.active_params, exact=self.exact) + " per token"))
-        rows.append(("parameters", f"{format_count(self.total_params, exact=self.exact)} \u2014 {self.count_label}"))
+            rows.append(("active", format_count(self.active_params, exact=self.trusted) + " per token"))
+        rows.append(("parameters", f"{format_count(self.total_params, exact=self.trusted)} \u2014 {self.count_label}"))
         return rows
 
     # ------------------------------------------------------------ construction

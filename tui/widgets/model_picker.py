@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from backend.models import ModelInfo, SwiftInference, discover_models
+from backend.models import ModelInfo, SwiftInference, discover_models, exact_info
 
 ORIGIN_LABELS = {"builtin": "built-in", "local": "local", "hf-cache": "HF cache", "modelscope-cache": "ModelScope",
                  "hub": "hub"}
@@ -80,6 +80,7 @@ class ModelPickerScreen(ModalScreen[str | None]):
         self.current = current
         self.local_roots = local_roots
         self.models: dict[str, ModelInfo] = {}
+        self._asked: set[str] = set()
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
@@ -116,7 +117,38 @@ class ModelPickerScreen(ModalScreen[str | None]):
     @on(OptionList.OptionHighlighted, "#model-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
         info = self.models.get(event.option.id or "")
-        self.query_one("#model-preview", Static).update(model_details_text(info))
+        preview = model_details_text(info)
+        if info is not None and info.path is not None and not (info.shape and info.shape.trusted):
+            preview.append("\nasking transformers for the exact shape (first time for this model: one "
+                           "child process, seconds; cached afterwards)…", style="dim italic")
+            if info.ref not in self._asked:  # one child per model, however often it is highlighted
+                self._asked.add(info.ref)
+                self._ask_exact(info)
+        self.query_one("#model-preview", Static).update(preview)
+
+    class Exact(Message):
+        def __init__(self, info: ModelInfo) -> None:
+            super().__init__()
+            self.info = info
+
+    @work(thread=True, exclusive=True, group="model-exact", exit_on_error=False, description="Exact shape")
+    def _ask_exact(self, info: ModelInfo) -> None:
+        """The exact count from transformers, off the UI thread (the TUI never waits for it)."""
+        self.post_message(self.Exact(exact_info(info)))
+
+    @on(Exact)
+    def _exact(self, event: Exact) -> None:
+        info = event.info
+        if info.ref not in self.models:
+            return
+        self.models[info.ref] = info
+        options = self.query_one("#model-list", OptionList)
+        origin = ORIGIN_LABELS.get(info.origin, info.origin)
+        size = f"  {info.shape.describe()[-1][1]}" if info.shape else ""
+        options.replace_option_prompt(info.ref, Text.assemble((info.label, "bold"), (f"  [{origin}]", "dim"), size))
+        highlighted = options.highlighted_option
+        if highlighted is not None and highlighted.id == info.ref:
+            self.query_one("#model-preview", Static).update(model_details_text(info))
 
     @on(OptionList.OptionSelected, "#model-list")
     def _selected(self, event: OptionList.OptionSelected) -> None:
