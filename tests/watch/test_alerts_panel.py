@@ -55,3 +55,35 @@ async def test_alerts_from_before_the_monitor_opened_are_listed_not_rung(tmp_pat
         panel = app.query_one(AlertsPanel)
         assert "failed at step 812: CUDA out of memory" in str(panel.render())
         assert app.bells == 0 and list(app._notifications) == []
+
+
+async def test_app_wide_toasts_for_any_run_new_alerts_only(isolated_runs: Path) -> None:
+    from tui.widgets.alerts_panel import start_alert_toasts
+
+    old = isolated_runs / "20260101-old-aaaa"
+    old.mkdir(parents=True)
+    (old / "state.json").write_text("{}")
+    _append(old, id="o", kind="failed", step=3, message="seen long ago")
+
+    class Bare(App[None]):
+        bells = 0
+
+        def on_mount(self) -> None:
+            start_alert_toasts(self)
+
+        def bell(self) -> None:
+            self.bells += 1
+
+    app = Bare()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.alert_toaster.check() == [] and list(app._notifications) == []
+        fresh = isolated_runs / "20260102-new-bbbb"
+        fresh.mkdir()
+        (fresh / "state.json").write_text("{}")
+        _append(fresh, id="n", kind="hang", step=40, message="no progress for 9 s")
+        _append(old, id="o2", kind="disk", step=None, message="disk low")
+        assert sorted(a.id for a in app.alert_toaster.check()) == ["n", "o2"]
+        await pilot.pause()
+        assert sorted(n.title for n in app._notifications) == ["20260101-old-aaaa: disk", "20260102-new-bbbb: hang at step 40"]
+        assert app.bells == 0  # no [notify] bell in these runs

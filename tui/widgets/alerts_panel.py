@@ -1,5 +1,6 @@
 """The run's alerts (from its watchdog's alerts.jsonl): a short list in the monitor, a toast and,
 when `[notify] bell = true`, the terminal bell for each alert that arrives while it is open.
+`AlertToaster` does the toast and the bell app-wide, for every run, on any screen.
 
 The panel reads the file itself on a slow timer (a stat and, when it grew, the new lines) and
 redraws only when an alert arrived, so an idle monitor sends nothing over SSH. Hidden until the
@@ -12,10 +13,11 @@ import time
 from pathlib import Path
 
 from rich.text import Text
+from textual.app import App
 from textual.widgets import Static
 
 from backend.safe_text import visible
-from backend.watch.alerts import Alert, AlertReader
+from backend.watch.alerts import Alert, AlertReader, read_alerts
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
                "nonfinite": "bold red", "loss_scale": "red", "disk": "red"}
@@ -55,6 +57,8 @@ class AlertsPanel(Static):
             return []
         self.alerts += new
         self._render_alerts()
+        if getattr(self.app, "alert_toaster", None) is not None:
+            return new  # the app-wide toaster toasts and rings for every run, this one included
         for alert in new:
             self.notify(visible(alert.message), title=f"{alert.kind}" + (f" at step {alert.step}" if alert.step is not None else ""),
                         severity=SEVERITY.get(alert.kind, "error"), timeout=10, markup=False)
@@ -89,3 +93,51 @@ def _bell_wanted(run_dir: Path) -> bool:
         return bool(effective_notify(load_profile(run_dir / "profile.toml").notify).bell)
     except Exception:  # a damaged profile must not break the monitor
         return False
+
+
+class AlertToaster:
+    """App-wide: a toast (and the bell where `[notify] bell = true`) for each alert of any run that
+    arrives while the app is open, whatever screen is shown. Polls with a stat per run folder."""
+
+    def __init__(self, app: App, interval: float = 5.0) -> None:
+        from backend.watch.inbox import run_folders
+
+        self.app = app
+        self._folders = run_folders
+        self.offsets = {str(folder): _size(folder) for folder in run_folders()}  # what is there already is old
+        self._bells: dict[str, bool] = {}
+        app.set_interval(interval, self.check)
+
+    def check(self) -> list[Alert]:
+        new: list[Alert] = []
+        for folder in self._folders():
+            key, size = str(folder), _size(folder)
+            start = self.offsets.get(key, 0)  # a run started after the app opened: from its first alert
+            if size <= start:
+                continue
+            alerts = read_alerts(folder, offset=start)
+            self.offsets[key] = size
+            for alert in alerts:
+                where = f" at step {alert.step}" if alert.step is not None else ""
+                self.app.notify(visible(alert.message), title=visible(f"{folder.name}: {alert.kind}{where}"),
+                                severity=SEVERITY.get(alert.kind, "error"), timeout=10, markup=False)
+            if alerts and self._bells.setdefault(key, _bell_wanted(folder)):
+                self.app.bell()
+            new += alerts
+        return new
+
+
+def _size(folder: Path) -> int:
+    try:
+        return (folder / "alerts.jsonl").stat().st_size
+    except OSError:
+        return 0
+
+
+def start_alert_toasts(app: App) -> AlertToaster | None:
+    """The app's hook: never lets a failure here keep the TUI from opening."""
+    try:
+        app.alert_toaster = AlertToaster(app)  # type: ignore[attr-defined]
+    except Exception:
+        app.alert_toaster = None  # type: ignore[attr-defined]
+    return app.alert_toaster  # type: ignore[attr-defined]
