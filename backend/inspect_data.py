@@ -1,39 +1,28 @@
-"""Look inside a training dataset before a run: preview rows as chats, count rows, find the bad ones.
+"""A fast first look at a training dataset, for the first paint: rows, the rows swift will drop and
+why (with line numbers), character lengths and a preview, read as a stream in constant memory.
 
-Files are read as a stream (a line, or one array element, at a time), so a dataset of any
-size is scanned in constant memory apart from one length per row. Every malformed row is
-reported with its line number and why: bad JSON, no `messages`, an unknown role, empty
-content. Rows in the other layouts ms-swift reads (query/response, instruction/output,
-ShareGPT `conversations`) are turned into messages first.
-
-Token lengths need the model's tokenizer; they are counted in a child process
-(`python -m backend.inspect_data --tokens MODEL_DIR FILE`) with the `tokenizers` library,
-so neither this module nor the TUI imports transformers.
+It follows ms-swift's AutoPreprocessor rules and never contradicts swift: a test checks it against
+swift's own loader on every documented format (tests/data_inspect/test_preview_agrees.py). Token
+lengths, truncation and trained tokens come only from swift itself (backend/oracle/swift_data.py),
+whose answer replaces this guess when it arrives. Nothing a row holds ever raises out of a scan.
 """
 
 from __future__ import annotations
 
-import argparse
+import ast
 import csv
+import itertools
 import json
-import os
 import statistics
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, REPO_DIR, is_builtin
+from backend.refs import DatasetRef, dataset_ref
 
-ROLES = ("system", "user", "assistant", "tool", "tool_call", "tool_response")
-SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "system": "system", "function_call": "tool_call",
-                  "observation": "tool_response", "user": "user", "assistant": "assistant"}
-SUFFIXES = (".jsonl", ".json", ".csv")
-ROW_KEYS = {"messages", "conversations", "query", "response", "instruction", "output"}
-MAX_TOKENIZED_ROWS = 20_000
+SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
 CHUNK = 1 << 16
 MAX_ELEMENT_CHARS = 64 << 20  # a longer array element is taken as broken JSON
 
@@ -46,50 +35,32 @@ Message = dict[str, str]
 
 
 # ---------------------------------------------------------------- references
+# One resolver for dataset references: backend.refs (`parse_ref` is its name here).
 
-
-@dataclass(frozen=True)
-class DatasetRef:
-    """One entry of `data.train`: where it is and how many rows are sampled (`#N`)."""
-
-    ref: str
-    kind: str  # "builtin", "local", "hub", "missing"
-    path: Path | None
-    sample: int | None = None
-    problem: str | None = None
-
-
-def parse_ref(ref: str, base_dir: Path | None = None) -> DatasetRef:
-    path_part, _, sample_text = ref.partition("#")
-    sample = None
-    if sample_text:
-        if not sample_text.isdigit() or int(sample_text) < 1:
-            return DatasetRef(ref, "missing", None, problem=f"'#{sample_text}' is not a row count; use #N, N >= 1")
-        sample = int(sample_text)
-    if is_builtin(path_part):
-        path = BUILTIN_DATASETS.get(path_part.removeprefix(BUILTIN_PREFIX))
-        if path is None:
-            return DatasetRef(ref, "missing", None, sample, f"unknown built-in dataset; known: "
-                              f"{', '.join(BUILTIN_PREFIX + n for n in BUILTIN_DATASETS)}")
-        return DatasetRef(ref, "builtin", path, sample)
-    path = Path(path_part).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        path = base_dir / path
-    if path.is_file():
-        return DatasetRef(ref, "local", path.resolve(), sample)
-    if path_part.startswith(("/", "./", "../", "~")) or path.suffix in SUFFIXES:
-        return DatasetRef(ref, "missing", path, sample, f"file {path_part!r} does not exist")
-    return DatasetRef(ref, "hub", None, sample)
+parse_ref = dataset_ref
 
 
 # ---------------------------------------------------------------- reading rows
 
 
 def iter_records(path: Path, stop: threading.Event | None = None) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed record or RowError) for each row of a .jsonl / .json / .csv file."""
+    """(line number, parsed record or RowError) for each row of a .jsonl / .json / .csv / .txt file,
+    or of every such file of a folder (in name order; line numbers within each file)."""
+    if path.is_dir():
+        for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
+                           and not any(part.startswith(".") for part in p.relative_to(path).parts)):
+            yield from iter_records(file, stop)
+        return
     suffix = path.suffix.lower()
     if suffix == ".csv":
         yield from _iter_csv(path, stop)
+        return
+    if suffix == ".txt":  # swift (datasets' text loader): every line is a row, blank ones included
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if stop is not None and stop.is_set():
+                    return
+                yield number, {"text": line.rstrip("\r\n")}
         return
     with open(path, encoding="utf-8", errors="replace") as handle:
         first = _first_char(handle)
@@ -180,16 +151,20 @@ def _iter_csv(path: Path, stop: threading.Event | None) -> Iterator[tuple[int, A
 
 
 def looks_like_dataset(path: Path) -> bool:
-    """A quick look at the start of a file: does it hold chat rows (not, say, a config or a log)?"""
+    """A quick look at the start of a file: does it hold chat rows (not, say, a config or a log)?
+    Plain .txt files are not offered (any text file would be); a typed path still works."""
     suffix = path.suffix.lower()
+    if suffix == ".txt":
+        return False
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             head = handle.read(8192)
     except OSError:
         return False
+    known = {*MESSAGE_KEYS, *QUERY_KEYS, *RESPONSE_KEYS}
     if suffix == ".csv":
         header = {name.strip().lower() for name in head.partition("\n")[0].split(",")}
-        return bool(header & ROW_KEYS)
+        return bool(header & known)
     stripped = head.lstrip()
     if suffix == ".json" and stripped.startswith("["):
         return True
@@ -197,88 +172,229 @@ def looks_like_dataset(path: Path) -> bool:
         first = json.loads(stripped.partition("\n")[0])
     except json.JSONDecodeError:
         return suffix == ".jsonl"  # a broken jsonl is still worth inspecting
-    return isinstance(first, dict) and bool(set(first) & ROW_KEYS)
+    return isinstance(first, dict) and bool({str(k).lower() for k in first} & known)
 
 
 # ---------------------------------------------------------------- rows -> messages
+#
+# A fast first look only: which rows swift's AutoPreprocessor keeps, following its rules (file-level
+# choice of preprocessor from the columns, column aliases, sharegpt in both spellings, OpenAI /
+# Anthropic tool messages, content blocks). tests/data_inspect/test_preview_agrees.py checks it
+# against swift's own loader on every documented format; swift's answer replaces it when it arrives.
+
+MESSAGE_KEYS = ("messages", "conversation", "conversations")
+SYSTEM_KEYS = ("system", "system_prompt")
+QUERY_KEYS = ("query", "prompt", "input", "instruction", "question", "problem")
+RESPONSE_KEYS = ("response", "answer", "output", "targets", "target", "answer_key", "answers", "solution",
+                 "text", "completion", "content")
+USER_ROLES = ("user", "human")
+ASSISTANT_ROLES = ("assistant", "gpt", "bot")
+TOOL_CALL_ROLES = ("function_call",)
+TOOL_RESPONSE_ROLES = ("function_response", "observation", "observations")
+SWIFT_ROLES = {"system", "user", "tool_call", "tool_response", "tool", "assistant"}
 
 
-def to_messages(record: Any) -> list[Message]:
-    """The chat of one row, in any layout swift reads; RowError says what is wrong."""
+@dataclass(frozen=True)
+class Layout:
+    """How swift reads a file's rows: its preprocessor and the column renames it applies."""
+
+    kind: str  # "messages", "alpaca" or "response"
+    renames: dict[str, str] = field(default_factory=dict)
+
+
+def _safe_renames(keys: set[str], mapping: dict[str, str]) -> dict[str, str]:
+    """swift's safe_rename_columns: case-insensitive, two columns for one name means neither moves."""
+    lower = {k.lower(): k for k in keys}
+    found = {lower[k]: v for k, v in mapping.items() if k in lower}
+    targets = [v for v in found.values()]
+    return {k: v for k, v in found.items() if targets.count(v) == 1}
+
+
+def detect_layout(keys: set[str]) -> Layout:
+    """swift's AutoPreprocessor choice for a file with these columns."""
+    lower = {k.lower() for k in keys}
+    if lower & set(MESSAGE_KEYS):
+        mapping = {k: "messages" for k in MESSAGE_KEYS} | {k: "system" for k in SYSTEM_KEYS}
+        return Layout("messages", _safe_renames(keys, mapping))
+    mapping = ({k: "system" for k in SYSTEM_KEYS} | {k: "query" for k in QUERY_KEYS}
+               | {k: "response" for k in RESPONSE_KEYS})
+    kind = "alpaca" if {"instruction", "input"} <= keys else "response"
+    return Layout(kind, _safe_renames(keys, mapping))
+
+
+def to_messages(record: Any, layout: Layout | None = None) -> list[Message]:
+    """The chat swift makes of one row (RowError: swift drops the row, and why). `layout` is the
+    file's (swift decides per file); without it the row's own keys decide."""
     if isinstance(record, RowError):
         raise record
     if not isinstance(record, dict):
         raise RowError(f"a row must be a JSON object, found {type(record).__name__}")
-    if "messages" in record:
-        messages = record["messages"]
-        if isinstance(messages, str):  # a CSV cell holding JSON
-            try:
-                messages = json.loads(messages)
-            except json.JSONDecodeError as err:
-                raise RowError(f"`messages` is not valid JSON: {err.msg}") from None
-        return _check_messages(messages, "messages")
-    if "conversations" in record:
-        return _check_messages(_from_sharegpt(record["conversations"]), "conversations")
-    if _has(record, "query") and _has(record, "response"):
-        return _check_messages(_from_pairs(record, "query", "response"), "query/response")
-    if _has(record, "instruction") and _has(record, "output"):
-        record = {**record, "query": "\n".join(p for p in (record["instruction"], record.get("input") or "") if p)}
-        return _check_messages(_from_pairs(record, "query", "output"), "instruction/output")
-    keys = ", ".join(sorted(map(str, record))) or "none"
-    raise RowError(f"missing `messages` (keys: {keys}); use {{\"messages\": [{{\"role\": \"user\", "
-                   f"\"content\": ...}}, {{\"role\": \"assistant\", \"content\": ...}}]}}")
+    layout = layout or detect_layout(set(record))
+    row = {layout.renames.get(k, k): v for k, v in record.items()}
+    try:
+        if layout.kind == "messages":
+            messages = _from_messages(row)
+        else:
+            messages = _from_response(row, alpaca=layout.kind == "alpaca")
+        return _check_messages(messages)
+    except RowError:
+        raise
+    except Exception as err:  # whatever a row holds, it is a reason, never a crash
+        raise RowError(f"{type(err).__name__}: {err}") from None
 
 
-def _has(record: dict[str, Any], key: str) -> bool:
-    return key in record and record[key] is not None
-
-
-def _from_pairs(record: dict[str, Any], query: str, response: str) -> list[Any]:
-    messages: list[Any] = []
-    if record.get("system"):
-        messages.append({"role": "system", "content": record["system"]})
-    history = record.get("history") or []
-    if isinstance(history, str):
-        history = json.loads(history) if history.strip() else []
-    for pair in history:
-        if isinstance(pair, (list, tuple)) and len(pair) == 2:
-            messages += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
-    messages += [{"role": "user", "content": record[query]}, {"role": "assistant", "content": record[response]}]
+def _from_messages(row: dict[str, Any]) -> list[Any]:
+    messages = row.get("messages")
+    if isinstance(messages, str):  # swift's repair: a JSON string (a CSV cell, say)
+        try:
+            messages = json.loads(messages)
+        except json.JSONDecodeError:
+            raise RowError("`messages` is a string that is not JSON: swift keeps nothing of this row") from None
+    if not messages or isinstance(messages, str):
+        raise RowError("`messages` is empty: swift keeps nothing of this row")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise RowError("`messages` must be a list of objects")
+    messages = [dict(m) for m in messages]
+    if any(m.get("tool_calls") for m in messages):
+        messages = _from_openai_tools(messages)
+    elif any(isinstance(m.get("content"), list) and any(isinstance(b, dict) and b.get("type") in
+                                                        ("tool_use", "tool_result") for b in m["content"])
+             for m in messages):
+        messages = _from_anthropic(messages)
+    for m in messages:
+        if "from" in m:
+            m["role"] = m.pop("from")
+        if "value" in m:
+            m["content"] = m.pop("value")
+    system = row.get("system")
+    if "role" not in messages[0] and "content" not in messages[0]:  # sharegpt: [{human, assistant}, ...]
+        pairs = []
+        for turn in messages:
+            user = next((turn[k] for k in USER_ROLES if k in turn), _MISSING)
+            answer = next((turn[k] for k in ASSISTANT_ROLES if k in turn), _MISSING)
+            if user is _MISSING or answer is _MISSING:
+                raise RowError(f"a conversation turn needs a human/user and an assistant key; found "
+                               f"{', '.join(map(str, turn)) or 'none'}")
+            pairs += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+        return ([{"role": "system", "content": system}] if system is not None else []) + pairs
+    if messages[0].get("role") == "system":
+        pass
+    elif system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    for m in messages:
+        role = str(m.get("role"))
+        if role in USER_ROLES:
+            m["role"] = "user"
+        elif role in ASSISTANT_ROLES:
+            m["role"] = "assistant"
+        elif role.replace("-", "_") in TOOL_CALL_ROLES:
+            m["role"] = "tool_call"
+        elif role.replace("-", "_") in TOOL_RESPONSE_ROLES:
+            m["role"] = "tool_response"
     return messages
 
 
-def _from_sharegpt(turns: Any) -> Any:
-    if not isinstance(turns, list):
-        return turns
+_MISSING = object()
+
+
+def _from_openai_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     converted = []
-    for turn in turns:
-        if isinstance(turn, dict) and "from" in turn:
-            role = SHAREGPT_ROLES.get(str(turn["from"]), str(turn["from"]))
-            converted.append({"role": role, "content": turn.get("value")})
+    for m in messages:
+        calls = m.get("tool_calls")
+        if m.get("role") == "assistant" and calls:
+            if m.get("content"):
+                converted.append({"role": "assistant", "content": m["content"]})
+            for call in calls:
+                function = call.get("function", call) if isinstance(call, dict) else {}
+                converted.append({"role": "tool_call", "content": json.dumps(
+                    {"name": function.get("name"), "arguments": function.get("arguments")})})
         else:
-            converted.append(turn)
+            converted.append(m)
     return converted
 
 
-def _check_messages(messages: Any, where: str) -> list[Message]:
-    if not isinstance(messages, list) or not messages:
-        raise RowError(f"`{where}` must be a non-empty list of {{role, content}} objects")
+def _from_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    converted = []
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, list):
+            converted.append(m)
+            continue
+        text = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        if text:
+            converted.append({"role": m.get("role"), "content": "".join(text)})
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                converted.append({"role": "tool_call", "content": json.dumps(
+                    {"name": block.get("name"), "arguments": block.get("input")})})
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                converted.append({"role": "tool_response", "content": _block_text(block.get("content"))})
+    return converted
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return "" if content is None else str(content)
+
+
+def _from_response(row: dict[str, Any], *, alpaca: bool) -> list[Any]:
+    if alpaca:
+        instruction, input_ = row.get("instruction"), row.get("input")
+        query = f"{instruction}\n{input_}" if instruction and input_ else instruction or input_
+        if not isinstance(query, str):
+            raise RowError("instruction and input are both empty")
+        row = {**row, "query": query}
+        if "output" in row and row.get("response") is None:
+            row["response"] = row["output"]
+    response = row.get("response")
+    if isinstance(response, (list, tuple)):
+        response = response[0] if response else None
+    history = row.get("history") or []
+    if isinstance(history, str):  # swift reads it with ast.literal_eval
+        try:
+            history = ast.literal_eval(history)
+        except (ValueError, SyntaxError) as err:
+            raise RowError(f"`history` is not a list literal swift can read ({type(err).__name__}); write it as "
+                           f"[[\"question\", \"answer\"], ...]") from None
+    if not isinstance(history, list):
+        raise RowError("`history` must be a list of [question, answer] pairs")
+    pairs = [*history, [row.get("query"), response]]
+    messages: list[dict[str, Any]] = []
+    if row.get("system") is not None:
+        messages.append({"role": "system", "content": row["system"]})
+    for pair in pairs:
+        if not isinstance(pair, (list, tuple)):
+            raise RowError("`history` must be a list of [question, answer] pairs")
+        if pair[0] is not None:
+            messages.append({"role": "user", "content": pair[0]})
+        if pair[1] is not None:
+            messages.append({"role": "assistant", "content": pair[1]})
+    return messages
+
+
+def _check_messages(messages: list[Any]) -> list[Message]:
+    """swift's own check (RowPreprocessor._check_messages) on the converted chat."""
+    if not messages:
+        raise RowError("no question and no answer: swift keeps nothing of this row")
     checked: list[Message] = []
     for number, message in enumerate(messages, start=1):
-        if not isinstance(message, dict):
-            raise RowError(f"message {number} is not an object with role and content")
-        role = message.get("role")
-        if role not in ROLES:
-            raise RowError(f"message {number} has unknown role {role!r}; use one of {', '.join(ROLES[:4])}")
-        content = message.get("content")
-        if content is None and message.get("tool_calls"):
-            content = json.dumps(message["tool_calls"])
-        if not isinstance(content, str) or not content.strip():
-            raise RowError(f"message {number} ({role}) has empty content")
-        checked.append({"role": role, "content": content})
-    if not any(m["role"] == "assistant" for m in checked):
-        raise RowError("no assistant message: nothing for the model to learn from this row")
+        role, content = message.get("role"), message.get("content")
+        if role not in SWIFT_ROLES:
+            raise RowError(f"message {number} has role {role!r}, which swift rejects; use one of "
+                           f"system, user, assistant, tool_call, tool_response")
+        if content is None:
+            raise RowError(f"message {number} ({role}) has no content")
+        checked.append({"role": role, "content": _display(content)})
     return checked
+
+
+def _display(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return json.dumps(content) if isinstance(content, dict) else str(content)
 
 
 # ---------------------------------------------------------------- the scan
@@ -318,20 +434,25 @@ class Malformed:
 
 @dataclass
 class DatasetScan:
-    """What one dataset file holds."""
+    """What one dataset file (or folder) holds, at a first look."""
 
     path: Path
-    rows: int = 0  # rows that can be trained on
+    rows: int = 0  # rows swift keeps (as far as this first look can tell)
     malformed_count: int = 0
     malformed: list[Malformed] = field(default_factory=list)  # the first `max_malformed`
     preview: list[list[Message]] = field(default_factory=list)
     chars: LengthStats | None = None
     complete: bool = True  # False when stopped early
     char_lengths: list[int] = field(default_factory=list, repr=False)
+    layout: str = ""  # swift's preprocessor for the file: messages, alpaca or response
+    unreadable: str | None = None  # why swift's loader refuses the whole file (a line that is not JSON)
 
     @property
     def total_rows(self) -> int:
         return self.rows + self.malformed_count
+
+
+LAYOUT_ROWS = 100  # swift picks the preprocessor from the file's columns; the first rows show them
 
 
 def scan_dataset(
@@ -342,90 +463,48 @@ def scan_dataset(
     stop: threading.Event | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> DatasetScan:
-    """Stream through `path` once: counts, malformed rows, a preview and character lengths."""
+    """Stream through `path` once: counts, rows swift drops, a preview and character lengths.
+
+    Nothing a row holds ever raises out of here: every row ends up counted or explained."""
     scan = DatasetScan(path=path)
-    for number, (line, record) in enumerate(iter_records(path, stop), start=1):
-        try:
-            messages = to_messages(record)
-        except RowError as err:
-            scan.malformed_count += 1
-            if len(scan.malformed) < max_malformed:
-                scan.malformed.append(Malformed(line, str(err)))
-            continue
-        scan.rows += 1
-        if len(scan.preview) < preview_rows:
-            scan.preview.append(messages)
-        scan.char_lengths.append(sum(len(m["content"]) for m in messages))
-        if on_progress is not None and number % 10_000 == 0:
-            on_progress(number)
+    records = iter_records(path, stop)
+    head: list[tuple[int, Any]] = []
+    keys: set[str] = set()
+    try:
+        for item in records:
+            head.append(item)
+            if isinstance(item[1], dict):
+                keys |= {str(k) for k in item[1]}
+            if len(head) >= LAYOUT_ROWS:
+                break
+        layout = detect_layout(keys)
+        scan.layout = layout.kind
+        for number, (line, record) in enumerate(itertools.chain(head, records), start=1):
+            _scan_row(scan, line, record, layout, preview_rows, max_malformed)
+            if on_progress is not None and number % 10_000 == 0:
+                on_progress(number)
+    except (OSError, UnicodeError) as err:
+        scan.unreadable = f"cannot be read: {err}"
     scan.complete = not (stop is not None and stop.is_set())
     scan.chars = LengthStats.of(scan.char_lengths)
     return scan
 
 
-# ---------------------------------------------------------------- tokens (child process)
-
-
-@dataclass(frozen=True)
-class TokenSummary:
-    stats: LengthStats | None
-    method: str  # "chat template" or "contents only"
-    rows_counted: int
-    over_max_length: int | None = None
-
-
-def has_local_tokenizer(model_dir: Path | None) -> bool:
-    return model_dir is not None and (model_dir / "tokenizer.json").is_file()
-
-
-def token_summary(path: Path, model_dir: Path, *, max_length: int | None = None,
-                  timeout: float = 120.0) -> TokenSummary:
-    """Token lengths of the rows of `path`, counted in a child process."""
-    command = [sys.executable, "-m", "backend.inspect_data", "--tokens", str(model_dir), str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(REPO_DIR),
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode != 0:
-        raise RuntimeError(f"counting tokens failed: {done.stderr.strip()[-500:]}")
-    result = json.loads(done.stdout)
-    lengths: list[int] = result["lengths"]
-    over = sum(1 for n in lengths if n > max_length) if max_length else None
-    return TokenSummary(LengthStats.of(lengths), result["method"], len(lengths), over)
-
-
-def _count_tokens(model_dir: Path, path: Path) -> dict[str, Any]:
-    """Runs in the child: tokenize each row (with the model's chat template when it has one)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    render = _chat_renderer(model_dir)
-    lengths = []
-    for _line, record in iter_records(path):
-        try:
-            messages = to_messages(record)
-        except RowError:
-            continue
-        text = render(messages) if render else "\n".join(m["content"] for m in messages)
-        lengths.append(len(tokenizer.encode(text, add_special_tokens=False).ids))
-        if len(lengths) >= MAX_TOKENIZED_ROWS:
-            break
-    return {"lengths": lengths, "method": "chat template" if render else "contents only"}
-
-
-def _chat_renderer(model_dir: Path) -> Callable[[list[Message]], str] | None:
-    source = None
-    if (model_dir / "chat_template.jinja").is_file():
-        source = (model_dir / "chat_template.jinja").read_text(encoding="utf-8")
-    elif (model_dir / "tokenizer_config.json").is_file():
-        value = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
-        source = value if isinstance(value, str) else None
-    if not source:
-        return None
+def _scan_row(scan: DatasetScan, line: int, record: Any, layout: Layout, preview_rows: int,
+              max_malformed: int) -> None:
     try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError:
-        return None
-    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(source)
-    return lambda messages: template.render(messages=messages, add_generation_prompt=False)
+        messages = to_messages(record, layout)
+    except RowError as err:
+        if isinstance(record, RowError) and scan.unreadable is None:
+            scan.unreadable = f"line {line} is not valid JSON: swift's loader refuses the whole file"
+        scan.malformed_count += 1
+        if len(scan.malformed) < max_malformed:
+            scan.malformed.append(Malformed(line, str(err)))
+        return
+    scan.rows += 1
+    if len(scan.preview) < preview_rows:
+        scan.preview.append(messages)
+    scan.char_lengths.append(sum(len(m["content"]) for m in messages))
 
 
 # ---------------------------------------------------------------- one reference, everything
@@ -433,51 +512,32 @@ def _chat_renderer(model_dir: Path) -> Callable[[list[Message]], str] | None:
 
 @dataclass
 class DatasetReport:
-    """What the workbench knows about one `data.train` / `data.val` entry."""
+    """The first look at one `data.train` / `data.val` entry (swift's own report replaces the guess:
+    backend/oracle/swift_data.py)."""
 
     ref: DatasetRef
     scan: DatasetScan | None = None
-    tokens: TokenSummary | None = None
-    token_note: str = ""
 
     @property
     def problem(self) -> str | None:
         return self.ref.problem
 
+    @property
+    def rows_used(self) -> int | None:
+        """Rows swift trains on at a first guess: `#N` takes N rows (repeating rows when N is larger)."""
+        if self.scan is None:
+            return None
+        if self.ref.sample is None or not self.scan.total_rows:
+            return self.scan.rows
+        return round(self.ref.sample * self.scan.rows / self.scan.total_rows)
 
-def inspect_ref(
-    ref: str,
-    *,
-    base_dir: Path | None = None,
-    model_dir: Path | None = None,
-    max_length: int | None = None,
-    stop: threading.Event | None = None,
-) -> DatasetReport:
-    """Scan a dataset reference; count tokens too when the model's tokenizer is local."""
+
+def inspect_ref(ref: str, *, base_dir: Path | None = None, stop: threading.Event | None = None) -> DatasetReport:
+    """A first look at a dataset reference (rows, rows swift drops, a preview); never raises for
+    what a file holds."""
     parsed = parse_ref(ref, base_dir)
     report = DatasetReport(parsed)
     if parsed.path is None or parsed.problem:
         return report
     report.scan = scan_dataset(parsed.path, stop=stop)
-    if stop is not None and stop.is_set():
-        return report
-    if not has_local_tokenizer(model_dir):
-        report.token_note = "tokens: no local tokenizer for the chosen model (characters only)"
-        return report
-    try:
-        report.tokens = token_summary(parsed.path, model_dir, max_length=max_length)  # type: ignore[arg-type]
-    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as err:
-        report.token_note = f"tokens: not counted ({err})"
     return report
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dataset inspection (child-process entry point).")
-    parser.add_argument("--tokens", nargs=2, metavar=("MODEL_DIR", "FILE"), type=Path, required=True)
-    args = parser.parse_args(argv)
-    model_dir, path = args.tokens
-    print(json.dumps(_count_tokens(model_dir, path)))
-
-
-if __name__ == "__main__":
-    main()

@@ -250,7 +250,7 @@ class DatasetRef:
     problem: str | None = None
 
 
-DATASET_SUFFIXES = (".jsonl", ".json", ".csv")
+DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
 
 
 def dataset_ref(ref: str, base_dir: Path | None = None) -> DatasetRef:
@@ -268,7 +268,7 @@ def dataset_ref(ref: str, base_dir: Path | None = None) -> DatasetRef:
                               f"{', '.join(BUILTIN_PREFIX + n for n in BUILTIN_DATASETS)}")
         return DatasetRef(ref, "builtin", found, sample)
     path = local_path(path_part, base_dir)
-    if path.is_file():
+    if path.is_file() or path.is_dir():  # swift reads dataset folders too
         return DatasetRef(ref, "local", path.resolve(), sample)
     if path_part.startswith(("/", "./", "../", "~")) or path.suffix in DATASET_SUFFIXES:
         return DatasetRef(ref, "missing", path, sample, f"file {path_part!r} does not exist")

@@ -100,7 +100,8 @@ def inspect(
                             sample_limit=sample_limit)
     report = _ask(lambda: ask_report(request, progress=_progress, refresh=refresh))
     if as_json:
-        print(json.dumps(report, indent=2))
+        shown = {**report, "datasets": [{k: v for k, v in d.items() if k != "views"} for d in report["datasets"]]}
+        print(json.dumps(shown, indent=2))
     else:
         console.print(report_text(report), highlight=False, soft_wrap=True, end="")
     if any(d.get("status") in ("unreadable", "empty") for d in report.get("datasets", [])):

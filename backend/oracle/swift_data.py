@@ -35,6 +35,7 @@ QUESTION = "swift_data"
 LIBRARIES = ("ms-swift", "transformers", "datasets")
 DEFAULT_SAMPLE_LIMIT = 20_000  # rows encoded at most per dataset; above it a random sample, said so
 LISTED = 50  # row numbers / errors listed per kind
+VIEW_ROWS = 3  # trained-token views of the first rows, sent with the report
 HUB_NOTE = "hub dataset: not inspected offline (swift downloads it at launch)"
 Progress = Callable[[str], None]
 
@@ -549,6 +550,7 @@ class _Child:
         over: list[int] = []
         zero: list[int] = []
         errors: list[dict[str, Any]] = []
+        views: list[dict[str, Any]] = []
         trained_tokens = tokens = lost = 0
         last = time.monotonic()
         for done, j in enumerate(indices, start=1):
@@ -561,6 +563,11 @@ class _Child:
                 continue
             length = len(encoded["input_ids"])
             labels = encoded["labels"]
+            if len(views) < VIEW_ROWS:  # the first rows' trained-token views come with the report
+                views.append({"ref": label, "row": number, "line": _line(lines, raw), "rows": total,
+                              "template": real.template_meta.template_type,
+                              **_segments(full.tokenizer, encoded["input_ids"], labels, self.max_length,
+                                          r.truncation_strategy)})
             lengths.append(length)
             trained = sum(1 for x in labels if x != -100)
             if self.max_length is not None and length > self.max_length:
@@ -604,7 +611,7 @@ class _Child:
             "trained_tokens": trained_tokens, "tokens": tokens,
             "trained_token_fraction": round(trained_tokens / tokens, 4) if tokens else 0.0,
             "encode_errors": len(errors), "encode_error_rows": errors[:LISTED],
-            "train_rows": max(train_rows, 0), "packs": packs,
+            "train_rows": max(train_rows, 0), "packs": packs, "views": views,
         }
 
     # ------------------------------------------------------------ one row

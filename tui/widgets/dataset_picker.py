@@ -42,7 +42,8 @@ def chat_text(messages: list[ChatMessage], indent: str = "  ") -> Text:
 
 
 def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown: int = 5) -> Text:
-    """Everything known about one dataset entry, for the Data tab."""
+    """The first look at one dataset entry (rows, rows swift will drop, a preview); swift's own report
+    (backend/data_view.py) replaces it when it arrives."""
     ref = report.ref
     text = Text()
     text.append(ref.ref, style="bold")
@@ -58,25 +59,20 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
     if scan is None:
         text.append("scanning…\n", style="dim")
         return text
+    if scan.unreadable:
+        text.append(f"✗ {scan.unreadable}\n", style="bold red")
     state = "" if scan.complete else " (scan stopped early)"
-    text.append(f"{scan.rows:,} rows")
+    used = f" ({report.rows_used:,} used: #{ref.sample})" if ref.sample else ""
+    text.append(f"{scan.rows:,} rows{used}")
     if scan.malformed_count:
-        text.append(f", {scan.malformed_count:,} malformed", style="bold red")
-    text.append(f"{state}\n")
+        text.append(f", {scan.malformed_count:,} that swift drops", style="bold red")
+    text.append(f"{state} · first look; swift's own report follows\n", style="")
     for bad in scan.malformed[:malformed_shown]:
         text.append(f"  ✗ {bad}\n", style="red")
     if scan.malformed_count > malformed_shown:
         text.append(f"  … and {scan.malformed_count - malformed_shown:,} more\n", style="red")
     if scan.chars:
         text.append(scan.chars.describe("characters") + "\n")
-    if report.tokens and report.tokens.stats:
-        tokens = report.tokens
-        text.append(tokens.stats.describe(f"tokens ({tokens.method})"))
-        if tokens.over_max_length:
-            text.append(f"; {tokens.over_max_length:,} rows over max_length (truncated)", style="yellow")
-        text.append("\n")
-    elif report.token_note:
-        text.append(report.token_note + "\n", style="dim")
     for number, messages in enumerate(scan.preview[:preview_rows], start=1):
         text.append(f"row {number}:\n", style="dim")
         text.append_text(chat_text(messages))
@@ -185,7 +181,6 @@ class DatasetPickerScreen(ModalScreen[str | None]):
     @work(thread=True, exclusive=True, group="dataset-preview", exit_on_error=False, description="Scanning dataset")
     def _scan(self, ref: str, stop: threading.Event) -> None:
         report = inspect_ref(ref, base_dir=self.base_dir, stop=stop)
-        report.token_note = ""
         if not stop.is_set():
             self.post_message(self.Scanned(report))
 
