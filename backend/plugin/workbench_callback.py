@@ -54,7 +54,7 @@ class WorkbenchEventsCallback(TrainerCallback):
         run_dir = Path(os.environ.get("WORKBENCH_RUN_DIR", getattr(args, "output_dir", ".") or "."))
         self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=_rank())
         self.inject_steps = {int(s) for s in os.environ.get("WORKBENCH_INJECT_OVERFLOW_STEPS", "").split(",") if s}
-        # the watchdog (#15): a stack dump on SIGUSR2 for hang alerts; NaN injection to try it
+        # the watchdog (#15): a stack dump on a real-time signal for hang alerts; NaN injection to try it
         self._stack_file = _register_stack_dump(run_dir)
         self.nan_steps = _debug_nan_steps(run_dir)
         self._nan_now = False

@@ -1,9 +1,11 @@
 """Stack dumps of a run's Python processes, for a hang alert.
 
 py-spy, when installed, reads any Python process from outside. Without it, every trainer process
-registers `faulthandler` on SIGUSR2 at start (the events callback calls `register_stack_dump`),
-writing to `<run>/watch/stacks/<pid>.txt`; that file proves the registration, so SIGUSR2 (whose
-default action would kill) only goes to a process that created its file after it started.
+registers `faulthandler` on a real-time signal (SIGRTMIN+3: SIGUSR1/2 mean "shut down" to SLURM
+setups, torch elastic and swift's elastic callback) at start (the events callback calls
+`register_stack_dump`), writing to `<run>/watch/stacks/<pid>.txt`; that file proves the
+registration, so the signal (whose default action would kill) only goes to a process that created
+its file after it started.
 faulthandler's handler is C code: it dumps even while the main thread is blocked in a C call
 (an NCCL wait), but not while the process is stopped (SIGSTOP, Ctrl-Z).
 """
@@ -21,7 +23,7 @@ from typing import IO
 
 import psutil
 
-DUMP_SIGNAL = signal.SIGUSR2
+DUMP_SIGNAL: int = signal.SIGRTMIN + 3
 
 
 def heartbeat_path(run_dir: Path) -> Path:
@@ -34,7 +36,7 @@ def stacks_dir(run_dir: Path) -> Path:
 
 
 def register_stack_dump(run_dir: Path) -> IO[str]:
-    """Inside a trainer: dump every thread's stack to this process's file on SIGUSR2.
+    """Inside a trainer: dump every thread's stack to this process's file on DUMP_SIGNAL.
     The returned file must stay open for the life of the process."""
     folder = stacks_dir(run_dir)
     folder.mkdir(parents=True, exist_ok=True)

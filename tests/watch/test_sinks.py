@@ -118,7 +118,7 @@ def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
     try:
         assert child.stdout.readline().strip() == "ready"
         stacks = dump_stacks(tmp_path, [psutil.Process(child.pid), psutil.Process(unregistered.pid)])
-        assert list(stacks) == [str(child.pid)]  # never SIGUSR2 to a process that did not register
+        assert list(stacks) == [str(child.pid)]  # never the signal to a process that did not register
         assert "in stuck_in_a_collective" in stacks[str(child.pid)]
         assert unregistered.poll() is None and child.poll() is None
     finally:
