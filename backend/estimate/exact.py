@@ -84,6 +84,8 @@ def exact_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TAR
     from backend.oracle import OracleError
 
     config, file = read_config(folder_or_file)
+    if not config.get("model_type"):  # transformers cannot pick a config class: no child needed
+        return shape_from(config, {"known": False, "reason": "config.json has no model_type"}, str(file))
     try:
         answer = ask_answer(config, targets, progress=progress)
     except OracleError as err:

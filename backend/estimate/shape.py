@@ -254,6 +254,7 @@ class ModelShape:
             tie_word_embeddings=bool(answer.get("tied_embeddings")),
             qkv_bias=any(lin.bias for lin in linears if lin.name in ("q_proj", "qkv_proj", "query_key_value")),
             o_bias=any(lin.bias for lin in linears if lin.name in ("o_proj", "dense", "out_proj")),
+            qk_norm=str(answer.get("model_type")) in _QK_NORM_FAMILIES,
             torch_dtype=_dtype(_text_config(d)),
             family_known=True,
             source=EXACT,

@@ -144,6 +144,14 @@ def test_formula_path_equals_transformers_to_the_parameter(answers: dict, name: 
     assert formula.linear_weight_params == shape.linear_weight_params
 
 
+@pytest.mark.parametrize("name", ["llama3_1_8b", "qwen2_5_7b", "qwen3_8b"])
+@pytest.mark.parametrize("tuner", ["full", "lora", "qlora"])
+def test_planner_gives_the_same_forecast_from_either_path(answers: dict, name: str, tuner: str) -> None:
+    request = EstimateRequest(tuner=tuner, lora_dropout=0.0 if tuner == "qlora" else 0.05)
+    formula = estimate(ModelShape.from_config_dict(_config(name)), request)
+    assert estimate(exact(answers, name), request).breakdown == formula.breakdown
+
+
 def test_planner_sizes_every_expert(answers: dict) -> None:
     shape = exact(answers, "mixtral_8x7b")
     full = estimate(shape, EstimateRequest(tuner="full", precision="bf16", distribution="deepspeed",

@@ -111,3 +111,19 @@ def test_hub_id_found_in_the_modelscope_cache_under_its_own_naming(monkeypatch, 
     assert describe_source("Qwen/Qwen2.5-7B-Instruct").path == folder
     p = LaunchProfile.model_validate({"model": {"source": "Qwen/Qwen2.5-7B-Instruct"}})
     assert shape_from_profile(p).total_params == 7_615_616_512
+
+
+def test_a_runs_forecast_for_a_cached_hub_id_is_a_forecast(monkeypatch, tmp_path: Path) -> None:
+    """The run manager passes what --model got (a hub id); the forecast finds its cached config."""
+    from backend.estimate.forecast import forecast_for_profile
+
+    repo = tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-7B-Instruct"
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "config.json").write_text((FIXTURES / "qwen2_5_7b" / "config.json").read_text())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    p = LaunchProfile.model_validate({"model": {"source": "Qwen/Qwen2.5-7B-Instruct"}})
+    forecast = forecast_for_profile(p, "Qwen/Qwen2.5-7B-Instruct")
+    assert "error" not in forecast and forecast["parameters"]["total"] == 7_615_616_512
