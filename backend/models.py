@@ -1,9 +1,10 @@
 """Which models are at hand, and what each one is, from `config.json` alone (no weights loaded).
 
-Discovery looks in local folders, the Hugging Face cache (`~/.cache/huggingface/hub`), the
-ModelScope cache (`~/.cache/modelscope/hub`) and the embedded tiny models. For each model
-the shape (architecture, layers, hidden size, heads, vocab, context) and the parameter
-count are computed from the config, so a 70B model is described in a millisecond.
+Discovery looks in local folders, the Hugging Face and ModelScope caches (found through
+backend.refs, the one reference resolver) and the embedded tiny models. Each model's shape is
+the planner's ModelShape: the exact one from transformers when it was asked before (cached,
+milliseconds), else the formula's, labelled; `exact_info` asks transformers (one child process
+the first time, so call it off the UI thread).
 
 Whether ms-swift can infer `--model_type` / `--template` is answered the way swift does it
 (model name first, then a unique architecture match) from a dump of swift's registry. The

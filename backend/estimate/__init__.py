@@ -1,6 +1,8 @@
 """Memory planner: per-GPU and host-RAM forecast of a fine-tune from config.json alone.
 
-Pure Python (no torch, no transformers): one estimate takes well under a millisecond.
+The estimate is pure Python (well under a millisecond); the shape comes from transformers itself
+(`backend.estimate.exact`: one child process the first time, cached) or from config.json's
+formula (`ModelShape.from_config_dir`).
 
     from backend.estimate import ModelShape, EstimateRequest, estimate, fit_report, render_table
 
