@@ -124,27 +124,56 @@ def _words(line: str) -> list[list[str]]:
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 
+VARIABLE = re.compile(r"'[^']*'|\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+ARITHMETIC = re.compile(r"\$\(\s*expr\s+([^()]*?)\s*\)|\$\(\(([^()]*?)\)\)")
+
+
+def expand(line: str, variables: dict[str, str]) -> str:
+    """`$var`, `${var}` of variables the script set, and `$(expr A / B)` / `$((A / B))` integer arithmetic;
+    single-quoted text and unknown variables stay as written (an unknown one is refused later)."""
+    def variable(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name is None or name not in variables:
+            return match.group(0)
+        return variables[name]
+
+    def arithmetic(match: re.Match[str]) -> str:
+        expression = (match.group(1) or match.group(2) or "").replace("\\*", "*")
+        if not re.fullmatch(r"[\d\s+\-*/%()]+", expression) or "**" in expression:
+            return match.group(0)
+        try:
+            return str(int(eval(expression.replace("/", "//"), {"__builtins__": {}})))  # digits and operators only
+        except (SyntaxError, ZeroDivisionError, ValueError):
+            return match.group(0)
+
+    return ARITHMETIC.sub(arithmetic, VARIABLE.sub(variable, line))
+
+
 def find_commands(text: str) -> list[SwiftCommand]:
     """Every swift invocation of a script, with the environment it sees (exports before it + its prefixes)."""
     exported: dict[str, str] = {}
+    variables: dict[str, str] = {}
     found: list[SwiftCommand] = []
     for number, line in logical_lines(text):
         try:
-            simple_commands = _words(line)
+            simple_commands = _words(expand(line, variables))
         except ValueError as err:
             raise ImportError_([f"line {number}: cannot read the shell words ({err})"]) from None
         for words in simple_commands:
             if words[0] == "export":
                 for word in words[1:]:
                     if match := ASSIGNMENT.match(word):
-                        exported[match.group(1)] = match.group(2)
+                        exported[match.group(1)] = variables[match.group(1)] = match.group(2)
+                    elif word in variables:
+                        exported[word] = variables[word]
                 continue
             prefix: dict[str, str] = {}
             while words and (match := ASSIGNMENT.match(words[0])):
                 prefix[match.group(1)] = match.group(2)
                 words = words[1:]
             if not words:
-                continue  # `A=B` alone sets a shell variable, which swift never sees
+                variables.update(prefix)  # `A=B` alone: a shell variable ($A below), not in swift's environment
+                continue
             command = _swift_invocation(words)
             if command is not None:
                 launcher, launcher_args, task, args = command

@@ -44,6 +44,12 @@ rdzv_backend: static
 same_network: true
 use_cpu: false
 """
+FSDP_JSON = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP", "num_processes": 2,
+             "num_machines": 1, "machine_rank": 0, "mixed_precision": "bf16", "use_cpu": False,
+             "fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_cpu_ram_efficient_loading": True,
+                             "fsdp_offload_params": True, "fsdp_sharding_strategy": "FULL_SHARD",
+                             "fsdp_state_dict_type": "FULL_STATE_DICT", "fsdp_sync_module_states": True,
+                             "fsdp_use_orig_params": False}}
 DS_JSON = {"zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": "auto",
            "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}}
 
@@ -126,6 +132,45 @@ CASES = [
     Case("torchrun", "torchrun --nproc_per_node 2 --master_port 29601 swift/cli/sft.py {args}\n",
          "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset 'swift/self-cognition#500' --lora_rank 16",
          {"distribution.nproc_per_node": 2, "distribution.main_process_port": 29601, "tuner.lora_rank": 16}),
+    # the shapes of ms-swift's own examples: a shell variable, $(expr ...), PYTHONPATH, default-zero2, 3.x names
+    Case("example-zero2-shape",
+         "nproc=2\n\nPYTHONPATH=../.. \\\nCUDA_VISIBLE_DEVICES=0,1 \\\nNPROC_PER_NODE=$nproc \\\nswift sft \\\n{args}\n",
+         "--model Qwen/Qwen2.5-3B-Instruct --tuner_type lora --dataset 'swift/self-cognition#800' "
+         "--num_train_epochs 2 --per_device_train_batch_size 2 --lora_rank 16 --lora_alpha 64 --learning_rate 2e-4 "
+         "--gradient_accumulation_steps 16 --eval_steps 20 --save_steps 20 --save_total_limit 3 --logging_steps 2 "
+         "--model_author me --model_name my-bot --deepspeed zero2",
+         {"distribution.nproc_per_node": 2, "distribution.gpu_ids": [0, 1], "env": {"PYTHONPATH": "../.."},
+          "training.gradient_accumulation_steps": 16, "model.model_author": "me"},
+         written="--model Qwen/Qwen2.5-3B-Instruct \\\n --train_type lora \\\n --dataset 'swift/self-cognition#800' "
+                 "\\\n --num_train_epochs 2 --per_device_train_batch_size 2 --lora_rank 16 --lora_alpha 64 "
+                 "--learning_rate 2e-4 --gradient_accumulation_steps $(expr 32 / $nproc) --eval_steps 20 "
+                 "--save_steps 20 --save_total_limit 3 --logging_steps 2 --model_author me --model_name my-bot "
+                 "\\\n --deepspeed default-zero2"),
+    Case("example-fsdp-qlora-shape",
+         "# two GPUs\nn=2\n\nCUDA_VISIBLE_DEVICES=0,1 \\\naccelerate launch --config_file \"./fsdp.json\" \\\n"
+         "    swift/cli/sft.py \\\n{args}\n",
+         "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset 'swift/self-cognition#1000' --max_length 1024 "
+         "--quant_bits 4 --bnb_4bit_compute_dtype bfloat16 --bnb_4bit_quant_storage bfloat16 "
+         "--gradient_checkpointing true --weight_decay 0.1 --gradient_accumulation_steps 8",
+         {"distribution.strategy": "fsdp", "distribution.nproc_per_node": 2, "tuner.type": "qlora",
+          "tuner.quant_method": None, "distribution.fsdp.state_dict_type": "FULL_STATE_DICT"},
+         written="--model Qwen/Qwen2.5-7B-Instruct --train_type lora --dataset 'swift/self-cognition#1000' "
+                 "--max_length 1024 --quant_bits 4 --bnb_4bit_compute_dtype bfloat16 --bnb_4bit_quant_storage "
+                 "bfloat16 --gradient_checkpointing true --weight_decay 0.1 --gradient_accumulation_steps "
+                 "$(expr 16 / $n)"),
+    Case("example-pt-shape",
+         "# pre-training\nn=8\n\nNPROC_PER_NODE=$n \\\nswift pt \\\n{args}\n",
+         "--model Qwen/Qwen2.5-7B --tuner_type full --dataset swift/chinese-c4 --torch_dtype bfloat16 "
+         "--streaming true --learning_rate 1e-5 --gradient_accumulation_steps 16 --packing true --max_length 8192 "
+         "--dataset_num_proc 8 --save_only_model true --output_dir output/pt --attn_impl flash_attn "
+         "--deepspeed zero3",
+         {"task": "pt", "distribution.nproc_per_node": 8,
+          "extra_swift_args": {"streaming": True, "packing": True, "dataset_num_proc": 8, "save_only_model": True,
+                               "attn_impl": "flash_attn"}},
+         written="--model Qwen/Qwen2.5-7B --train_type full --dataset swift/chinese-c4 --torch_dtype bfloat16 "
+                 "--streaming true --learning_rate 1e-5 --gradient_accumulation_steps $(expr 128 / $n) --packing true "
+                 "--max_length 8192 --dataset_num_proc 8 --save_only_model true --output_dir output/pt "
+                 "--attn_impl flash_attn --deepspeed zero3", task="pt"),
     Case("accelerate-which-swift", "accelerate launch --multi_gpu --num_processes 2 $(which swift) sft {args} "
                                    "&& echo done\n",
          "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset 'swift/self-cognition#500' "
@@ -145,6 +190,7 @@ def script_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("scripts")
     (folder / "fsdp.yaml").write_text(FSDP_YAML)
     (folder / "ds_zero1.json").write_text(json.dumps(DS_JSON))
+    (folder / "fsdp.json").write_text(json.dumps(FSDP_JSON))
     return folder
 
 
