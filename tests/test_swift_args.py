@@ -200,3 +200,50 @@ def test_unset_keys_leave_swift_its_defaults(tmp_path: Path) -> None:
     qlora = LaunchProfile.model_validate({"tuner": {"type": "qlora", "quant_bits": 4}})
     argv = build_launch(qlora, tmp_path, gpu_box()).argv
     assert "--quant_method" not in argv and argv[argv.index("--quant_bits") + 1] == "4"
+
+
+# ---------------------------------------------------------------- profile keys of #11
+
+
+def test_main_process_port_is_honoured_on_one_machine(tmp_path: Path) -> None:
+    profile = parse_profile('[distribution]\nstrategy = "ddp"\nnproc_per_node = 2\nmain_process_port = 29611\n')
+    argv = build_launch(profile, tmp_path, gpu_box()).argv
+    assert argv[argv.index("--main_process_port") + 1] == "29611"
+    assert argv.index("--main_process_port") < argv.index("swift.cli.sft")  # accelerate's flag, not swift's
+    unset = parse_profile('[distribution]\nstrategy = "ddp"\nnproc_per_node = 2\n')
+    assert "--main_process_port" not in build_launch(unset, tmp_path, gpu_box()).argv
+
+
+def test_deepspeed_preset_own_json_and_zero_stages(tmp_path: Path, schema: SwiftSchema) -> None:
+    preset = parse_profile('[distribution]\nstrategy = "deepspeed"\nnproc_per_node = 2\n'
+                           '[distribution.deepspeed]\nconfig = "zero3_offload"\n')
+    plan = build_launch(preset, tmp_path / "a", gpu_box())
+    assert plan.argv[plan.argv.index("--deepspeed") + 1] == "zero3_offload" and plan.deepspeed_config is None
+    own = tmp_path / "ds.json"
+    own.write_text("{}")
+    mine = parse_profile(f'[distribution]\nstrategy = "deepspeed"\nnproc_per_node = 2\n'
+                         f'[distribution.deepspeed]\nconfig = "{own}"\n')
+    plan = build_launch(mine, tmp_path / "b", gpu_box())
+    assert plan.argv[plan.argv.index("--deepspeed") + 1] == str(own)
+    for stage in (0, 1):
+        staged = parse_profile(f'[distribution]\nstrategy = "deepspeed"\nnproc_per_node = 2\n'
+                               f'[distribution.deepspeed]\nstage = {stage}\n')
+        assert build_launch(staged, tmp_path / f"s{stage}", gpu_box()).deepspeed_config["zero_optimization"][
+            "stage"] == stage
+    wrong = parse_profile('[distribution]\nstrategy = "deepspeed"\nnproc_per_node = 2\n'
+                          '[distribution.deepspeed]\nconfig = "zero4"\n')
+    found = {p.field: p.message for p in validate(wrong, gpu_box()) if p.severity == "error"}
+    assert "'zero4' is not one of swift's presets" in found["distribution.deepspeed.config"]
+
+
+def test_env_names_a_profile_key_decides_are_refused() -> None:
+    profile = parse_profile('[env]\nCUDA_VISIBLE_DEVICES = "0"\nMASTER_PORT = "29555"\nMAX_PIXELS = "1003520"\n')
+    found = {p.field: p.fix for p in validate(profile, CPU_BOX) if p.severity == "error"}
+    assert "distribution.gpu_ids" in found["env.CUDA_VISIBLE_DEVICES"]
+    assert "distribution.main_process_port" in found["env.MASTER_PORT"]
+    assert "env.MAX_PIXELS" not in found
+
+
+def test_task_pt_runs_swift_pt(tmp_path: Path) -> None:
+    plan = build_launch(parse_profile('task = "pt"\n[tuner]\ntype = "full"\n'), tmp_path, gpu_box())
+    assert plan.argv[plan.argv.index("swift.cli.pt") - 1] == "-m"

@@ -67,6 +67,14 @@ def print_explanation(plan: LaunchPlan) -> None:
         console.print(f"--{flag.name} {value}  <- {source}", highlight=False, markup=False, soft_wrap=True)
     for word in plan.extra:
         console.print(f"{word}  <- extra_swift_args", highlight=False, markup=False, soft_wrap=True)
+    from backend.command import managed_flags
+
+    passed = {flag.name for flag in plan.flags}
+    unset = sorted({key for name, key in managed_flags().items()
+                    if name not in passed and key.startswith(("training.", "precision."))})
+    if unset:
+        console.print(f"Unset, so swift's default applies: {', '.join(unset)}", highlight=False, markup=False,
+                      soft_wrap=True)
     console.print("Every other swift flag keeps swift's own default (`workbench schema --swift`).", highlight=False)
 
 
