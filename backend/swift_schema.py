@@ -103,6 +103,9 @@ def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: boo
         return SwiftSchema.from_answer(hit)
     if allow_ask is False or (allow_ask is None and _on_ui_thread()):
         return None
+    if progress is None and "textual" not in sys.modules:  # the first use announces itself on the terminal
+        def progress(text: str) -> None:
+            print(f"workbench: {text}", file=sys.stderr, flush=True)
     answer = ask("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES, progress=progress, timeout=300)
     return SwiftSchema.from_answer(answer)
 
