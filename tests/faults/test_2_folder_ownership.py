@@ -54,7 +54,7 @@ def test_a_copied_run_folder_is_not_the_run_it_names(workspace: Path, tmp_path: 
     ("0001", "no run id is or starts with '0001'"),  # a part of an id, not its start
     ("2026", "'2026' matches several runs"),
     ("x" * 5000, "a run reference of 5,000 characters matches no run"),
-])
+], ids=["empty", "blank", "one-character", "not-a-start", "ambiguous", "5000-characters"])
 def test_delete_refuses_empty_short_ambiguous_and_huge_references(workspace: Path, ref: str, why: str) -> None:
     first = h.fake_run(workspace, "20260101-120000-fake-0001")
     second = h.fake_run(workspace, "20260102-120000-fake-0002")

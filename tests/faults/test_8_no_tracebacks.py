@@ -23,7 +23,8 @@ def test_a_300_character_profile_name(workspace: Path, tmp_path: Path) -> None:
     h.assert_clean_exit(h.cli("show", str(profile)), (0, 1))
 
 
-@pytest.mark.parametrize("nested", ["x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 400 + "1" + "}" * 400])
+@pytest.mark.parametrize("nested", ["x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 400 + "1" + "}" * 400],
+                         ids=["arrays-5000-deep", "inline-tables-400-deep"])
 def test_deeply_nested_toml(workspace: Path, tmp_path: Path, nested: str) -> None:
     profile = tmp_path / "deep.toml"
     profile.write_text(f'name = "deep"\n{nested}\n')
