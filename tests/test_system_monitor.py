@@ -61,16 +61,24 @@ def test_run_tree_rss_sums_every_process_of_the_run(fake_run: tuple[Path, subpro
     assert sample.run_rss > 60 << 20  # the two bytearrays
 
 
-def test_gpus_or_the_reason_there_are_none() -> None:
+HARDWARE = query_hardware()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HARDWARE.gpus, reason=f"needs an NVIDIA GPU; this machine has none ({HARDWARE.nvml_error}); "
+                                              "test_no_gpu_is_said covers it")
+def test_every_gpu_is_sampled() -> None:
     sample = SystemMonitor().sample()
-    hardware = query_hardware()
-    if hardware.gpus:
-        assert sample.gpu_error is None
-        assert [g.index for g in sample.gpus] == [g.index for g in hardware.gpus]
-        assert all(g.memory_total == h.memory_total_bytes for g, h in zip(sample.gpus, hardware.gpus))
-    else:
-        assert sample.gpus == ()
-        assert "no NVIDIA GPU" in (sample.gpu_error or "")
+    assert sample.gpu_error is None
+    assert [g.index for g in sample.gpus] == [g.index for g in HARDWARE.gpus]
+    assert all(g.memory_total == h.memory_total_bytes for g, h in zip(sample.gpus, HARDWARE.gpus))
+
+
+@pytest.mark.skipif(bool(HARDWARE.gpus), reason="this machine has an NVIDIA GPU: test_every_gpu_is_sampled covers it")
+def test_no_gpu_is_said() -> None:
+    sample = SystemMonitor().sample()
+    assert sample.gpus == ()
+    assert "no NVIDIA GPU" in (sample.gpu_error or "")
 
 
 def test_nvml_is_asked_once_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,13 +132,35 @@ def test_driver_not_loaded_is_said_once_and_the_rest_goes_on(monkeypatch: pytest
     assert hw.describe().startswith("no NVIDIA GPU (NVML unavailable: Driver Not Loaded)")
 
 
-def test_this_machine_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
+def _real_hardware() -> HardwareInfo:
+    saved = os.environ.pop("WORKBENCH_FAKE_NO_GPU", None)
+    try:
+        return query_hardware()
+    finally:
+        if saved is not None:
+            os.environ["WORKBENCH_FAKE_NO_GPU"] = saved
+
+
+THIS_MACHINE = _real_hardware()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not THIS_MACHINE.gpus, reason=f"needs an NVIDIA GPU; this machine has none "
+                                                  f"({THIS_MACHINE.nvml_error}); the no-GPU case is the next test")
+def test_this_gpu_machine_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real NVML path on a GPU machine: the real answers parse, every GPU has its memory."""
+    monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
+    hw = query_hardware()
+    assert hw.nvml_error is None and hw.gpus and all(g.memory_total_bytes for g in hw.gpus)
+    assert hw.cuda_driver_version is not None and pick_gpus(hw, 1)
+
+
+@pytest.mark.skipif(bool(THIS_MACHINE.gpus), reason="this machine has an NVIDIA GPU; the no-GPU case needs one "
+                                                    "without (test_this_gpu_machine_for_real covers this one)")
+def test_this_machine_without_a_gpu_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real NVML path: on a machine without an NVIDIA driver it says so and goes on."""
     monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
     hw = query_hardware()
-    if hw.gpus:  # a GPU machine: the real answers parse
-        assert hw.nvml_error is None and all(g.memory_total_bytes for g in hw.gpus)
-        return
     assert hw.nvml_error and "NVML" in hw.nvml_error
     assert not hw.has_cuda and not hw.bf16_ready
     with pytest.raises(ValueError, match="this machine has 0"):
