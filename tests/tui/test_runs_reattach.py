@@ -1,87 +1,83 @@
-"""Reattach in a real terminal: the app runs in tmux, the tmux session is killed (as a dropped SSH
-link would), the run goes on, and the app started again in a new session shows it advancing."""
+"""An SSH drop as it happens: the run is launched with F5 from the workbench in a real terminal (tmux); the
+terminal goes (its tmux server is killed, as a dropped SSH link does: the pty hangs up, SIGHUP reaches the
+session); the run keeps stepping; the workbench opened again in a new terminal shows it advancing, the
+step on screen being one the run wrote to events.jsonl, until it finishes."""
 
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from run_fixtures import REPO, long_quickstart
 
-from backend.runs.manager import refresh, start_run, stop_run
+from backend.events import read_all
+from backend.runs.index import known_folders
+from backend.runs.layout import RunFolder
+from backend.runs.manager import refresh, stop_run
 from backend.runs.process import run_processes
+from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for
+from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
-# COLUMNS/LINES of the test runner would override the terminal's real size
-APP = (f"env -u COLUMNS -u LINES TERM=xterm-256color {sys.executable} -c "
-       "'from tui.app import WorkbenchApp; WorkbenchApp(None, start_mode=\"runs\").run()'")
-STEP = re.compile(r"step (\d+)/(\d+)")
+MAX_STEPS = 150
+STEP = rf"step (\d+)/{MAX_STEPS}"
 
 
-class Tmux:
-    """A private tmux server (its own socket), so it has this test's environment and nobody else's."""
-
-    def __init__(self, name: str):
-        self.socket = name
-
-    def __call__(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, cwd=REPO)
-        return done.stdout
-
-    def start(self, session: str) -> None:
-        self("new-session", "-d", "-s", session, "-x", "160", "-y", "48", APP)
-
-    def screen(self, session: str) -> str:
-        return self("capture-pane", "-p", "-t", session)
-
-    def wait_for(self, session: str, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.screen(session))
-            if found:
-                return found
-            time.sleep(0.3)
-        raise AssertionError(f"{pattern!r} never showed in tmux session {session}:\n{self.screen(session)}")
-
-    def open_first_run(self, session: str, run_id: str) -> int:
-        """Wait for the runs list, open the run under the cursor (running runs come first), read its step."""
-        self.wait_for(session, re.escape(run_id))
-        self("send-keys", "-t", session, "Enter")
-        return int(self.wait_for(session, STEP.pattern).group(1))
-
-    def step(self, session: str) -> int:
-        return int(self.wait_for(session, STEP.pattern).group(1))
+def _logged_steps(run: RunFolder) -> set[int]:
+    return {e["step"] for e in log_events(run)}
 
 
-def test_kill_the_terminal_then_reattach(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
-    run = start_run(long_quickstart(), base_dir=REPO / "profiles")
-    tmux = Tmux(f"wb-test-{run.run_id}")
+def _next_step_on_screen(tmux: Tmux, session: str, run: RunFolder, after: int, timeout: float = 60) -> int:
+    """Wait until the monitor shows a step past `after`; it must be one the run logged in events.jsonl."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = int(tmux.wait_for(session, STEP, timeout=timeout).group(1))
+        if shown > after:
+            assert shown in _logged_steps(run), (shown, sorted(_logged_steps(run))[-5:])
+            return shown
+        time.sleep(0.3)
+    raise AssertionError(f"the step on screen never went past {after}:\n{tmux.screen(session)}")
+
+
+def test_launch_with_f5_drop_the_terminal_then_reattach(tiny_model: Path, isolated_runs: Path,
+                                                       tmp_path: Path) -> None:
+    profile = quick_profile(tmp_path, training={"max_steps": MAX_STEPS, "logging_steps": 1})
+    tmux = Tmux(tmp_path / "tmux.sock")
+    run: RunFolder | None = None
     try:
-        tmux.start("first")
-        first = tmux.open_first_run("first", run.run_id)
-        deadline = time.monotonic() + 90
-        while tmux.step("first") < max(first, 1) + 3 and time.monotonic() < deadline:
-            time.sleep(0.5)  # swift takes a while to start: see it train under the first app
-        seen = tmux.step("first")
-        assert seen >= max(first, 1) + 3, tmux.screen("first")
+        first = tmux.start("first", f"{WORKBENCH} --profile {profile}")
+        tmux.wait_for("first", "No problems: ready to launch")
+        tmux.keys("first", "F5")
+        tmux.wait_for("first", f"{MAX_STEPS} steps")  # the confirmation names what starts
+        tmux.keys("first", "Enter")
+        run = RunFolder(wait_for(lambda: known_folders(), what="the run folder")[0])
+        # swift's start-up takes 15 s on an idle machine
+        seen = _next_step_on_screen(tmux, "first", run, after=0, timeout=300)  # the monitor follows the run
+        seen = _next_step_on_screen(tmux, "first", run, after=seen)
 
-        tmux("kill-session", "-t", "first")  # the terminal is gone, and the app with it
-        time.sleep(1.0)
+        tmux.hang_up()  # the SSH link drops: the terminal and the workbench in it are gone
+        wait_until_gone(first)
+        at_drop = log_events(run)[-1]["step"]
         assert refresh(run).is_active and run_processes(run.path)
+        wait_for(first_log_at(run, at_drop + 5), timeout=60, what="the run to go on after the drop")
 
-        tmux.start("second")
-        again = tmux.open_first_run("second", run.run_id)
-        assert again >= seen
-        deadline = time.monotonic() + 30
-        while tmux.step("second") <= again and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert tmux.step("second") > again, tmux.screen("second")
+        tmux.start("second", str(WORKBENCH))  # a new SSH session, the workbench again
+        tmux.wait_for("second", "Runs")
+        tmux.keys("second", "F3")
+        tmux.wait_for("second", re.escape(run.run_id))
+        tmux.keys("second", "Enter")  # running runs come first: the cursor is on it
+        again = _next_step_on_screen(tmux, "second", run, after=at_drop)
+        _next_step_on_screen(tmux, "second", run, after=again)  # it advances on the new screen
+
+        wait_for(lambda: not refresh(run).is_active, timeout=300, what="the run's end")
+        state = refresh(run)
+        assert state.status == "finished", (state, run.log_tail()[-2000:])
+        assert [e["step"] for e in read_all(run.events_path) if e["type"] == "run_end"] == [MAX_STEPS]
+        tmux.wait_for("second", f"step {MAX_STEPS}/{MAX_STEPS}")
+        tmux.wait_for("second", "finished")
     finally:
-        tmux("kill-server")
-        if refresh(run).is_active:
+        tmux.hang_up()
+        if run is not None and refresh(run).is_active:
             stop_run(run)
