@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -97,21 +96,4 @@ def test_tight_status_on_a_realistic_case(qwen7b: ModelShape) -> None:
     assert e.fit is not None and e.fit.status == "tight"
 
 
-@pytest.mark.parametrize("tuner", ["full", "lora", "qlora"])
-def test_one_estimate_is_well_under_50_ms(llama70b: ModelShape, tuner: str) -> None:
-    r = EstimateRequest(tuner=tuner, distribution="fsdp", num_gpus=8)
-    estimate(llama70b, r)  # warm imports
-    runs = 200
-    start = time.perf_counter()
-    for _ in range(runs):
-        estimate(llama70b, r)
-    per_estimate = (time.perf_counter() - start) / runs
-    assert per_estimate < 0.005  # measured ~0.1 ms; 50 ms is the requirement
-
-
-def test_estimate_with_full_fit_search_is_under_50_ms(qwen7b: ModelShape) -> None:
-    r = EstimateRequest(gpu_memory_bytes=80 * GIB)
-    estimate(qwen7b, r)
-    start = time.perf_counter()
-    estimate(qwen7b, r)
-    assert time.perf_counter() - start < 0.05
+# The speed of an estimate (50 ms required) is measured by bench/estimate_bench.py, not asserted here.
