@@ -136,6 +136,8 @@ def ask_report(request: DataRequest, *, progress: Progress | None = None, refres
     """swift's report on the request's datasets (cached by content + model + template + max_length)."""
     from backend.oracle import ask
 
+    if not refresh and (hit := _memo_get(request)) is not None:
+        return hit  # this process asked already and the files are unchanged (no hashing)
     report = ask(QUESTION, request.payload(mode="report"), libraries=LIBRARIES, inputs=request.inputs(),
                  progress=progress, refresh=refresh, timeout=timeout)
     remember(request, report)
@@ -171,27 +173,32 @@ def _stats(request: DataRequest) -> tuple[Any, ...]:
     return tuple(stats)
 
 
+def _memo_key(request: DataRequest) -> str:
+    import json
+
+    return json.dumps(request.payload(mode="report"), sort_keys=True, default=str)
+
+
+def _memo_get(request: DataRequest) -> dict[str, Any] | None:
+    hit = _MEMO.get(_memo_key(request))
+    return hit[1] if hit is not None and hit[0] == _stats(request) else None
+
+
 def known_report(request: DataRequest) -> dict[str, Any] | None:
     """A report already known: this process's memo (file sizes and times unchanged) or the disk cache
     (small inputs only). Never starts a child; cheap enough for live validation."""
-    import json
-
-    key = json.dumps(request.payload(mode="report"), sort_keys=True, default=str)
-    stats = _stats(request)
-    if (hit := _MEMO.get(key)) is not None and hit[0] == stats:
-        return hit[1]
-    if sum(size for _, size, _ in stats) > CACHED_LOOKUP_BYTES:
+    if (hit := _memo_get(request)) is not None:
+        return hit
+    if sum(size for _, size, _ in _stats(request)) > CACHED_LOOKUP_BYTES:
         return None
     report = cached_report(request)
     if report is not None:
-        _MEMO[key] = (stats, report)
+        remember(request, report)
     return report
 
 
 def remember(request: DataRequest, report: dict[str, Any]) -> None:
-    import json
-
-    _MEMO[json.dumps(request.payload(mode="report"), sort_keys=True, default=str)] = (_stats(request), report)
+    _MEMO[_memo_key(request)] = (_stats(request), report)
 
 
 def profile_requests(profile: Any, base_dir: Path | None, *, build_model: bool = False) -> list[tuple[str, DataRequest]]:

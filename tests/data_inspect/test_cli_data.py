@@ -5,24 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def data_profile(format_dir: Path, formats: list, tiny_model: Path) -> Path:
-    """Three datasets (3 + 4 + 3 rows, two of the last dropped by swift), batch 2, accumulation 2."""
-    path = format_dir / "data.toml"
-    path.write_text(
-        'name = "data"\n[model]\nsource = "builtin:tiny-qwen2"\nmodel_type = "qwen2"\ntemplate = "qwen"\n'
-        '[data]\ntrain = ["./messages.jsonl", "./folder", "./malformed.jsonl"]\n'
-        '[training]\nper_device_train_batch_size = 2\ngradient_accumulation_steps = 2\nmax_length = 512\n',
-        encoding="utf-8")
-    return path
 
 
 def test_inspect_profile_json(data_profile: Path) -> None:

@@ -1,0 +1,88 @@
+"""The Data tab's swift report widget and the trained-token view, as the user sees them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App, ComposeResult
+
+from backend.oracle.swift_data import DataRequest, ask_row
+from backend.profile import load_profile
+from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
+from tui.widgets.trained_tokens import TrainedTokenView
+
+
+class ReportApp(App[None]):
+    def __init__(self, query: SwiftDataQuery) -> None:
+        super().__init__()
+        self.data_query = query
+
+    def compose(self) -> ComposeResult:
+        yield SwiftDataReport(id="report")
+
+    def on_mount(self) -> None:
+        self.query_one(SwiftDataReport).query = self.data_query
+
+
+async def _settle(pilot: Any) -> None:
+    for _ in range(3):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile: Path) -> None:
+    app = ReportApp(SwiftDataQuery(load_profile(data_profile), data_profile.parent))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await _settle(pilot)
+        widget = app.query_one(SwiftDataReport)
+        assert widget.failure is None
+        text = widget.plain
+        assert text.startswith("./messages.jsonl\n  swift keeps 3 of 3 rows")
+        assert "./malformed.jsonl\n  swift keeps 1 of 3 rows; drops 2\n    ✗ line 2: AssertionError" in text
+        assert "steps per epoch: 2  (8 rows, batch 2 × accumulation 2 × 1 processes)" in text
+        view = app.query_one(TrainedTokenView)
+        assert view.answer["row"] == 1 and "⟦Blue on a clear day.<|im_end|>↵⟧" in view.plain
+        widget.focus()
+        await pilot.press("right_square_bracket")
+        await _settle(pilot)
+        assert view.answer["row"] == 2 and "⟦Seven.<|im_end|>↵⟧" in view.plain
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await _settle(pilot)
+        assert view.answer["row"] == 1
+
+
+@pytest.fixture(scope="session")
+def row_answer(formats_request: DataRequest) -> dict[str, Any]:
+    answer = ask_row(formats_request, 1, dataset=0)  # messages.jsonl, row 1
+    return {**answer, "ref": "messages.jsonl"}  # the session's temporary folder stays out of the picture
+
+
+class RowApp(App[None]):
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def compose(self) -> ComposeResult:
+        yield TrainedTokenView()
+
+    def on_mount(self) -> None:
+        self.query_one(TrainedTokenView).answer = self.answer
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_trained_token_view_snapshot(snap_compare, row_answer: dict[str, Any], size: tuple[int, int]) -> None:
+    assert snap_compare(RowApp(row_answer), terminal_size=size)
+
+
+def test_trained_token_view_cut_snapshot(snap_compare, row_answer: dict[str, Any]) -> None:
+    """The same row at max_length 60 under right truncation: the cut is marked, the rest struck out."""
+    cut, position, segments = 60, 0, []
+    for segment in row_answer["segments"]:
+        segments.append({**segment, "lost": position >= cut})
+        position += segment["tokens"]
+    answer = {**row_answer, "segments": segments, "max_length": cut, "truncation_strategy": "right",
+              "over_max_length": True, "deleted": False, "kept": [0, cut]}
+    assert snap_compare(RowApp(answer), terminal_size=(80, 24))

@@ -1,0 +1,174 @@
+"""The Data tab's answer from ms-swift itself: swift's report on the profile's datasets and the
+trained-token view of their rows.
+
+The widget owns its worker: the screen binds `query` (the profile and its folder); the worker asks
+the `swift_data` oracle in a child process (cached by file content + model + template + max_length),
+streaming its progress lines here, and the report replaces the first look's guess. The first rows'
+trained-token views come with the report; `]` / `[` step through the rows (other rows are asked
+for, cached too). A failure shows in place (WorkerFailures), never silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from backend.data_view import report_text
+from tui.widgets.trained_tokens import TrainedTokenView
+from tui.worker_failures import WorkerFailures, failure_text
+
+
+@dataclass(frozen=True)
+class SwiftDataQuery:
+    """The profile whose data swift reads (its model, template, max_length, batch ...)."""
+
+    profile: Any  # LaunchProfile
+    base_dir: Path | None
+
+
+class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
+    """swift's report on the profile's training data, and one row's trained tokens."""
+
+    DEFAULT_CSS = """
+    SwiftDataReport {
+        height: auto;
+        padding: 0 1;
+    }
+    SwiftDataReport > #swift-report {
+        height: auto;
+    }
+    SwiftDataReport:focus {
+        background: $boost;
+    }
+    """
+
+    BINDINGS = [
+        Binding("right_square_bracket", "row(1)", "Next row", tooltip="Trained-token view of the next row"),
+        Binding("left_square_bracket", "row(-1)", "Previous row", tooltip="Trained-token view of the previous row"),
+    ]
+
+    query: reactive[SwiftDataQuery | None] = reactive(None, init=False)
+    report: reactive[dict[str, Any] | None] = reactive(None, init=False)
+    row: reactive[int] = reactive(1, init=False)
+
+    class Progress(Message, bubble=False):
+        def __init__(self, query: SwiftDataQuery, line: str) -> None:
+            super().__init__()
+            self.query, self.line = query, line
+
+    class Reported(Message, bubble=False):
+        def __init__(self, query: SwiftDataQuery, report: dict[str, Any] | None, note: str = "") -> None:
+            super().__init__()
+            self.query, self.report, self.note = query, report, note
+
+    class RowShown(Message, bubble=False):
+        def __init__(self, query: SwiftDataQuery, row: int, answer: dict[str, Any]) -> None:
+            super().__init__()
+            self.query, self.row, self.answer = query, row, answer
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("swift's report: waiting for the profile", style="dim"), id="swift-report")
+        yield TrainedTokenView(id="trained-tokens")
+
+    @property
+    def plain(self) -> str:
+        """The report and the row as text (for tests and logs)."""
+        report = report_text(self.report).plain if self.report else ""
+        return f"{report}\n{self.query_one(TrainedTokenView).plain}".strip()
+
+    def watch_query(self, query: SwiftDataQuery | None) -> None:
+        self.report = None
+        self.row = 1
+        self.query_one(TrainedTokenView).answer = None
+        if query is not None:
+            self._status("swift: reading the data with its own loader and template…")
+            self._ask(query)
+
+    def _status(self, line: str) -> None:
+        self.query_one("#swift-report", Static).update(Text(line, style="dim"))
+
+    def show_failure(self, message: str) -> None:
+        self.query_one("#swift-report", Static).update(failure_text(message))
+
+    def retry(self) -> None:
+        if self.query is not None:
+            self.watch_query(self.query)
+
+    @work(thread=True, exclusive=True, group="swift-data", exit_on_error=False,
+          description="Reading the data with swift")
+    def _ask(self, query: SwiftDataQuery) -> None:
+        from backend.oracle.swift_data import ask_report, request_for
+
+        request = request_for(query.profile, query.base_dir, build_model=True)
+        if not any(Path(ref.partition("#")[0]).exists() for ref in request.refs):
+            self.post_message(self.Reported(query, None, "swift: no local dataset to read (hub datasets are "
+                                                         "read by swift at launch)"))
+            return
+        report = ask_report(request, progress=lambda line: self.post_message(self.Progress(query, line)))
+        self.post_message(self.Reported(query, report))
+
+    @on(Progress)
+    def _progress(self, event: Progress) -> None:
+        if event.query == self.query and self.report is None:
+            self._status(f"swift: {event.line}")
+
+    @on(Reported)
+    def _reported(self, event: Reported) -> None:
+        if event.query != self.query:
+            return
+        if event.report is None:
+            self._status(event.note)
+            return
+        self.report = event.report
+        text = Text("swift's own report", style="bold underline")
+        text.append("\n")
+        text.append_text(report_text(event.report))
+        text.rstrip()
+        self.query_one("#swift-report", Static).update(text)
+        self._show_row(self.row)
+
+    def watch_row(self, row: int) -> None:
+        if self.report is not None:
+            self._show_row(row)
+
+    def action_row(self, delta: int) -> None:
+        self.row = max(1, self.row + delta)
+
+    def _show_row(self, row: int) -> None:
+        view = self.query_one(TrainedTokenView)
+        datasets = (self.report or {}).get("datasets", [])
+        views = datasets[0].get("views", []) if datasets else []
+        known = next((v for v in views if v.get("row") == row), None)
+        if known is not None:
+            view.answer = known
+            return
+        if not datasets or datasets[0].get("status") != "ok":
+            view.answer = None
+            view.note = ""
+            return
+        view.answer = None
+        view.note = f"row {row}: asking swift…"
+        if self.query is not None:
+            self._ask_row(self.query, row)
+
+    @work(thread=True, exclusive=True, group="swift-row", exit_on_error=False, description="Rendering a row")
+    def _ask_row(self, query: SwiftDataQuery, row: int) -> None:
+        from backend.oracle.swift_data import ask_row, request_for
+
+        answer = ask_row(request_for(query.profile, query.base_dir, build_model=True), row)
+        self.post_message(self.RowShown(query, row, answer))
+
+    @on(RowShown)
+    def _row_shown(self, event: RowShown) -> None:
+        if event.query == self.query and event.row == self.row:
+            self.query_one(TrainedTokenView).answer = event.answer
