@@ -1,7 +1,8 @@
 """How long does an exact model shape cost?
 
 For each config.json given (default: the planner's fixtures for Llama-3.1-8B, gemma-2-2b,
-Phi-3-mini, Mixtral-8x7B, DeepSeek-V2-Lite and DBRX), in a fresh oracle cache:
+Phi-3-mini, Mixtral-8x7B, DeepSeek-V2-Lite, DeepSeek-V2 (236 B: the slow one) and DBRX), in a fresh
+oracle cache:
   first:   exact_shape() - one child process (transformers + PEFT imports, meta-device build);
   cached:  cached_shape() - the cached answer, no child (median of --repeats);
   formula: ModelShape.from_config_dir() - the pure-Python path (median).
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 FIXTURES = REPO / "tests" / "estimate" / "fixtures"
-DEFAULT = ("llama3_1_8b", "gemma2_2b", "phi3_mini", "mixtral_8x7b", "deepseek_v2_lite", "dbrx_base")
+DEFAULT = ("llama3_1_8b", "gemma2_2b", "phi3_mini", "mixtral_8x7b", "deepseek_v2_lite", "deepseek_v2", "dbrx_base")
 CACHED_TARGET_MS = 20.0
 
 

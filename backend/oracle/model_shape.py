@@ -319,7 +319,8 @@ def _peft_count(model_class: Any, config: Any, spec: dict[str, Any], linear_name
                       target_modules=expanded)
     base = model if model is not None else _build(model_class, config, torch)
     try:
-        peft_model = get_peft_model(base, lora)
+        with torch.device("meta"):  # the adapters too: no memory, however many experts they wrap
+            peft_model = get_peft_model(base, lora)
     except Exception as err:  # e.g. a target name the model does not have
         return {"r": lora.r, "target_modules": asked, "error": str(err)[:500]}
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
