@@ -104,12 +104,10 @@ def _model_class(config: Any, config_dict: dict[str, Any], transformers: Any) ->
         cls = getattr(transformers, str(name), None)
         if cls is not None and hasattr(cls, "_from_config"):
             return cls, ""
-    from transformers import AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
         return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)], ""
-    del AutoModelForCausalLM
     names = ", ".join(config_dict.get("architectures") or []) or "no architectures"
     return None, f"transformers {transformers.__version__} has no model class for {names}"
 
