@@ -44,14 +44,21 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "events"
 WORKBENCH = [sys.executable, "-m", "backend.cli"]  # the code under --app-repo (PYTHONPATH), default this one
 KIB = 1024
-LIVE_BUDGET = {(120, 36): 4 * KIB}  # bytes/s of the live monitor; other sizes: scaled by area
+LIVE_BUDGET = 4 * KIB  # bytes/s of the live monitor at the default interval: a link budget, at every size
 PAINT_BYTES_PER_CELL = 16  # first paint: at most one full frame of 16 bytes a cell (glyph, colours, moves)
 PER_UPDATE_BYTES = 160  # chat: cursor moves, styles and the last line of the answer, per streamed update
 QUIET_SECONDS = 1.5  # a screen is painted once it wrote nothing for this long
+SHOWN = {"launch": r"Workspace|Launch", "runs": r"Runs live in their own sessions",
+         "monitor": r"never stops the run", "chat": r"loading the model|ready - loaded"}
 PROMPT = "Who are you? Tell me about yourself in detail."
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>NOPM78]|\x1b\][^\x07]*\x07")
 KEYS = {"f3": b"\x1bOR", "enter": b"\r", "escape": b"\x1b", "ctrl+q": b"\x11", "ctrl+o": b"\x0f",
         "tab": b"\t", "backspace": b"\x7f"}
+
+
+def say(*parts: object) -> None:
+    """Progress on stderr (the figures go to stdout)."""
+    print(time.strftime("%H:%M:%S"), *parts, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -150,15 +157,15 @@ class Terminal:
         last = self.last_write()
         return self.bytes_between(began, now + 1), max(0.0, last - began)
 
-    def first_paint(self, quiet: float = 1.0, cap: float = 6.0) -> tuple[int, str]:
-        """Bytes from a key (or the start) until nothing was written for `quiet` s (at most `cap` s), and when."""
-        began = time.monotonic()
+    def first_paint(self, expect: str, quiet: float = 2.0, cap: float = 60.0) -> tuple[int, str]:
+        """Bytes from now until the screen showed `expect` (a regex) and then wrote nothing for `quiet` s."""
+        began, since = time.monotonic(), self.mark()
+        if not self.wait_for_text(expect, since, timeout=cap):
+            raise RuntimeError(f"the screen never showed {expect!r}:\n{self.screen_text(since)[-2000:]}")
         while time.monotonic() - began < cap:
             time.sleep(0.05)
-            if self.process.poll() is not None:
-                raise RuntimeError(f"workbench exited ({self.process.returncode}):\n{self.screen_text()[-2000:]}")
             last = self.last_write()
-            if last > began and time.monotonic() - last >= quiet:
+            if time.monotonic() - last >= quiet:
                 return self.bytes_between(began, last + 1), f"painted in {last - began:.1f} s"
         return self.bytes_between(began, began + cap), f"still writing after {cap:g} s"
 
@@ -168,6 +175,8 @@ class Terminal:
         while time.monotonic() < deadline:
             if compiled.search(self.screen_text(since)):
                 return True
+            if self.process.poll() is not None:
+                raise RuntimeError(f"workbench exited ({self.process.returncode}):\n{self.screen_text()[-2000:]}")
             time.sleep(0.2)
         return False
 
@@ -232,10 +241,6 @@ def wait_for_steps(run_path: Path, steps: int, timeout: float = 300.0) -> bool:
     return False
 
 
-def scaled(budget_120x36: float, size: tuple[int, int]) -> float:
-    return LIVE_BUDGET.get(size, budget_120x36 * size[0] * size[1] / (120 * 36))
-
-
 def paint_budget(size: tuple[int, int]) -> float:
     return PAINT_BYTES_PER_CELL * size[0] * size[1]
 
@@ -245,56 +250,59 @@ def measure_idle_screens(size: tuple[int, int], env: dict[str, str], args: list[
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
-        painted, when = term.first_paint(quiet=3.0, cap=30.0)  # the workspace fills in as its workers report
+        # the workspace fills in as its inspection workers report: painted once quiet for 5 s
+        painted, when = term.first_paint(SHOWN["launch"], quiet=5.0)
         figures.append(Figure(size, "first paint: launch", painted, "bytes", paint_budget(size), when))
-        term.wait_quiet(quiet=3.0, timeout=20.0)
         figures.append(Figure(size, "launch idle", term.rate(idle), "B/s", 0))
-        for key, name in (("f3", "runs (finished runs only)"), ("enter", "monitor (finished run)")):
+        for key, screen, name in (("f3", "runs", "runs (finished runs only)"),
+                                  ("enter", "monitor", "monitor (finished run)")):
             term.press(key)
-            painted, when = term.first_paint()
+            painted, when = term.first_paint(SHOWN[screen])
             figures.append(Figure(size, f"first paint: {name}", painted, "bytes", paint_budget(size), when))
-            term.wait_quiet(timeout=10.0)
             figures.append(Figure(size, f"{name} idle", term.rate(idle), "B/s", 0))
     finally:
         term.close()
     return figures
 
 
+def open_monitor(term: Terminal) -> None:
+    """From the start: the runs list (F3), then the first run's monitor (running runs come first)."""
+    term.first_paint(SHOWN["launch"], quiet=3.0)
+    term.press("f3")
+    term.first_paint(SHOWN["runs"], quiet=1.0)
+    term.press("enter")
+    term.first_paint(SHOWN["monitor"], quiet=1.0, cap=20.0)
+
+
 def measure_live(size: tuple[int, int], env: dict[str, str], args: list[str], seconds: float) -> list[Figure]:
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
-        term.wait_quiet(quiet=3.0)
-        term.press("f3")
-        term.wait_quiet()
-        term.press("enter")  # running runs come first
-        time.sleep(3.0)  # the monitor's first read and paint
+        open_monitor(term)
         rate = term.rate(seconds)
     finally:
         term.close()
-    return [Figure(size, "monitor (live run)", rate, "B/s", scaled(4 * KIB, size), f"over {seconds:g} s")]
+    return [Figure(size, "monitor (live run)", rate, "B/s", LIVE_BUDGET, f"over {seconds:g} s")]
 
 
 def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str], run_id: str,
                  answer_bytes: int | None) -> tuple[list[Figure], int | None]:
-    """Open the finished live run's monitor, chat with its newest checkpoint (greedy), count the stream."""
+    """Open the (stopped) live run's monitor, chat with its newest checkpoint (greedy), count the stream."""
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
-        term.wait_quiet(quiet=3.0)
-        term.press("f3")
-        term.wait_quiet()
-        term.press("enter")
-        term.wait_quiet()
+        open_monitor(term)
         since = term.mark()
+        say(f"{size}: chat opened, loading the model")
         term.press("t")
-        if not term.wait_for_text(r"ready - loaded", since, timeout=180):
+        if not term.wait_for_text(r"ready - loaded", since, timeout=240):
             return [Figure(size, "chat streaming", 0, "B/s", None, "the model never loaded")], answer_bytes
         term.wait_quiet()
         # greedy, 160 tokens: the settings panel, then back to the prompt
         term.press("ctrl+o", "tab", "tab", *["backspace"] * 6, "0", "tab", "tab", *["backspace"] * 6, "160", "tab")
         term.wait_quiet()
         since, began = term.mark(), time.monotonic()
+        say(f"{size}: asking")
         term.press(*PROMPT, "enter")
         done = term.wait_for_text(r"(\d+) tokens in ([\d.]+) s", since, timeout=300)
         ended = term.last_write()

@@ -136,6 +136,14 @@ class RunFeed:
         except FileNotFoundError:
             return False
 
+    def read_fraction(self) -> float:
+        """How much of events.jsonl was read (1.0 when caught up or when there is none)."""
+        try:
+            size = self.run.events_path.stat().st_size
+        except FileNotFoundError:
+            return 1.0
+        return min(1.0, self.reader.offset / size) if size else 1.0
+
     def _read_events(self, max_bytes: int) -> bool:
         batch = self.reader.read_batch(max_bytes)
         return self.store.ingest_batch(batch) > 0

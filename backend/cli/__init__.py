@@ -22,15 +22,28 @@ def full_app() -> typer.Typer:
     return build()
 
 
-def _tui_profile(args: list[str]) -> Path | None | bool:
-    """The profile to open when the command line only asks for the TUI; False otherwise."""
-    if not args:
-        return None
-    if len(args) == 2 and args[0] in ("--profile", "-p"):
-        return Path(args[1])
-    if len(args) == 1 and args[0].startswith("--profile="):
-        return Path(args[0].split("=", 1)[1])
-    return False
+def _tui_options(args: list[str]) -> dict | None:
+    """The TUI's options when the command line only asks for the TUI (--profile, --refresh,
+    --low-bandwidth); None otherwise (a sub-command, --help, anything else goes to Typer)."""
+    options: dict = {"profile_path": None}
+    names = {"--profile": "profile_path", "-p": "profile_path", "--refresh": "refresh_seconds"}
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg == "--low-bandwidth":
+            options["low_bandwidth"] = True
+            continue
+        if name not in names or (not eq and not rest):
+            return None
+        value = value if eq else rest.pop(0)
+        try:
+            options[names[name]] = Path(value) if names[name] == "profile_path" else float(value)
+        except ValueError:
+            return None  # Typer says what is wrong with it
+        if names[name] == "refresh_seconds" and not options["refresh_seconds"] > 0:
+            return None
+    return options
 
 
 def main() -> None:
@@ -38,11 +51,12 @@ def main() -> None:
         from backend.watch.inbox import main as status_line
 
         sys.exit(status_line())
-    profile = _tui_profile(sys.argv[1:])
-    if profile is False:
+    options = _tui_options(sys.argv[1:])
+    if options is None:
         full_app()()
         return
     from backend.paths import SHIPPED_PROFILES_DIR
     from tui.app import run_app
 
-    run_app(profile_path=profile or SHIPPED_PROFILES_DIR / "quickstart.toml")
+    options["profile_path"] = options["profile_path"] or SHIPPED_PROFILES_DIR / "quickstart.toml"
+    run_app(**options)

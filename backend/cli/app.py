@@ -28,13 +28,21 @@ def open_tui(
     profile: Annotated[
         Path | None, typer.Option("--profile", "-p", help="Profile to open (default: profiles/quickstart.toml).")
     ] = None,
+    refresh: Annotated[
+        float | None, typer.Option("--refresh", min=0.1, help="Seconds between monitor updates (default 1; "
+                                   "5 on a slow SSH link). Key i changes it in the app.")
+    ] = None,
+    low_bandwidth: Annotated[
+        bool, typer.Option("--low-bandwidth", help="Sparklines instead of braille plots (key b in the monitor).")
+    ] = False,
 ) -> None:
     """Open the workbench TUI on a profile (the quickstart by default)."""
     if ctx.invoked_subcommand is not None:
         return
     from tui.app import run_app  # Textual is imported only when the TUI is asked for
 
-    run_app(profile_path=profile or common.default_profile_path())
+    run_app(profile_path=profile or common.default_profile_path(), refresh_seconds=refresh,
+            low_bandwidth=low_bandwidth)
 
 
 def full_app() -> typer.Typer:

@@ -5,6 +5,13 @@ to events.jsonl and output.log since the last read (RunFeed) and posts `Changed`
 thread samples GPUs, host RAM and the run's processes and posts `Sampled`. Both messages
 replace a queued one of their kind, so a busy run never floods the UI.
 Leaving the screen or closing the app never touches the run.
+
+Terminal traffic (users watch over SSH): one frame per update interval (`--refresh`, key i),
+and a frame repaints only what changed — unchanged text is not re-sent, the memory panel
+changes when a rounded figure does, a plot repaints only the cells a new point moved, and a
+run that ended stops sampling. A screen where nothing changes writes nothing. Key b (or
+`--low-bandwidth`) replaces the braille plots with one-line sparklines. A long backlog is
+read first ("reading N %"), then drawn once.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
+from textual.timer import Timer
 from textual.worker import Worker, get_current_worker
 
 from backend.runs.manager import stop_run
@@ -33,10 +41,12 @@ from backend.series import MetricsStore
 from backend.system_monitor import SystemMonitor, SystemSample
 from tui.feed import RunFeed
 from tui.modals.dialogs import ConfirmModal
+from tui.worker_failures import WorkerFailures
 from tui.widgets.alerts_panel import AlertsPanel
 from tui.widgets.log_tail import LogTail
 from tui.widgets.memory_panel import MemoryPanel
-from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot
+from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot, MetricPlot
+from tui.widgets.quiet import show_text, sparkline
 from tui.widgets.run_progress import RunProgress
 from tui.widgets.units import number
 
@@ -44,7 +54,9 @@ PANELS = ("loss", "lr", "scale", "memory")
 ZOOMS: tuple[int | None, ...] = (None, 1000, 200, 50)
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 KEEP_GOING = "closing the app or this screen never stops the run"
-BACKLOG_REDRAW_SECONDS = 1.0
+DEFAULT_REFRESH_SECONDS = 1.0
+REFRESH_CHOICES = (0.5, 1.0, 2.0, 5.0, 10.0)
+READING_REPORT_SECONDS = 0.5  # while a backlog is read, how often the "reading N %" line moves
 
 
 def _scale_text(scale: float | None) -> str:
@@ -54,7 +66,7 @@ def _scale_text(scale: float | None) -> str:
     return f"{scale:g} = 2^{int(exponent)}" if exponent.is_integer() else f"{scale:g}"
 
 
-class MonitorScreen(Screen[None]):
+class MonitorScreen(WorkerFailures, Screen[None]):
     CSS_PATH = "monitor.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back", id="monitor-back", tooltip="Back to the runs list (the run goes on)"),
@@ -71,6 +83,10 @@ class MonitorScreen(Screen[None]):
         Binding("m", "merge", "Merge", id="monitor-merge",
                 tooltip="Merge the newest LoRA checkpoint into the base model, as a new folder (asks first)"),
         Binding("t", "chat", "Chat", id="monitor-chat", tooltip="Chat with the newest checkpoint, tokens streaming"),
+        Binding("i", "next_interval", "Interval", id="monitor-interval",
+                tooltip="Update interval: 0.5 / 1 / 2 / 5 / 10 s (a longer one sends less over a slow link)"),
+        Binding("b", "toggle_low_bandwidth", "Low bw", id="monitor-low-bandwidth",
+                tooltip="Low-bandwidth mode: one-line sparklines instead of braille plots"),
     ]
 
     smoothing: reactive[bool] = reactive(True, init=False)
@@ -88,6 +104,16 @@ class MonitorScreen(Screen[None]):
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, MonitorScreen.Changed)
 
+    class Reading(Message, bubble=False):
+        """A long backlog is being read: how far (0-1)."""
+
+        def __init__(self, fraction: float) -> None:
+            super().__init__()
+            self.fraction = fraction
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, MonitorScreen.Reading)
+
     class Sampled(Message, bubble=False):
         """A new memory sample."""
 
@@ -103,17 +129,24 @@ class MonitorScreen(Screen[None]):
         run_dir: Path,
         *,
         clock: Callable[[], float] = time.time,
-        poll_interval: float = 0.5,
+        poll_interval: float | None = None,
+        low_bandwidth: bool | None = None,
         system_monitor: SystemMonitor | None = None,
         store: MetricsStore | None = None,
         name: str | None = None,
         id: str | None = None,
     ) -> None:
-        """`clock` and `system_monitor` are replaceable so that snapshots do not depend on the moment or machine."""
+        """`clock` and `system_monitor` are replaceable so that snapshots do not depend on the moment or machine.
+        `poll_interval` (seconds between frames) and `low_bandwidth` default to the app's settings."""
         super().__init__(name=name, id=id)
         self.feed = RunFeed(Path(run_dir), store)
         self.clock = clock
-        self.poll_interval = poll_interval
+        self._chosen_interval = poll_interval
+        self._chosen_low_bandwidth = low_bandwidth
+        self.poll_interval = poll_interval or DEFAULT_REFRESH_SECONDS
+        self._timer: Timer | None = None
+        self.reading: float | None = None  # while a backlog is read: the fraction read
+        self.polls = 0  # rounds of reading the run folder (tests count them)
         self.system = system_monitor or SystemMonitor(self.feed.run.path, pids=self._known_pids, interval=2.0)
         self.sample: SystemSample | None = None
         self.redraw_seconds = 0.0  # how long the last redraw took, wall and UI-thread CPU (the bench reads them)
@@ -121,6 +154,7 @@ class MonitorScreen(Screen[None]):
         self.redraws = 0
         self._poller: Worker[None] | None = None
         self._stop_sampling = threading.Event()
+        self._sampler: Worker[None] | None = None
 
     # ------------------------------------------------------------ layout
 
@@ -130,12 +164,15 @@ class MonitorScreen(Screen[None]):
         with Grid(id="panels"):
             with Vertical(id="loss-panel", classes="panel"):
                 yield Static("waiting for the first logged step", id="loss-summary", classes="summary", markup=False)
+                yield Static("", id="loss-spark", classes="spark", markup=False)
                 yield LossPlot(id="loss-plot")
             with Vertical(id="lr-panel", classes="panel"):
                 yield Static("", id="lr-summary", classes="summary", markup=False)
+                yield Static("", id="lr-spark", classes="spark", markup=False)
                 yield LrGradPlot(id="lr-plot")
             with Vertical(id="scale-panel", classes="panel"):
                 yield Static("", id="scale-summary", classes="summary", markup=False)
+                yield Static("", id="scale-spark", classes="spark", markup=False)
                 yield LossScalePlot(id="scale-plot")
             with Vertical(id="memory-panel", classes="panel"):
                 yield MemoryPanel(self._read_forecast(), id="memory")
@@ -155,11 +192,17 @@ class MonitorScreen(Screen[None]):
         titles = {"loss": "loss", "lr": "learning rate · grad norm", "scale": "loss scale (log2)", "memory": "memory"}
         for panel, title in titles.items():
             self.query_one(f"#{panel}-panel").border_title = title
+        self.poll_interval = self._chosen_interval or getattr(self.app, "refresh_seconds", None) or self.poll_interval
+        low = self._chosen_low_bandwidth
+        self.set_class(bool(getattr(self.app, "low_bandwidth", False) if low is None else low), "-low-bandwidth")
         self._apply_panel()
-        self.set_interval(self.poll_interval, self._start_poll)
-        self.set_interval(1.0, self._show_progress)
+        self._timer = self.set_interval(self.poll_interval, self._tick)
         self._start_poll()
-        self._sample_system()
+        self._start_sampling()
+
+    def on_screen_resume(self) -> None:
+        if self.polls:
+            self._tick()
 
     def on_unmount(self) -> None:
         self._stop_sampling.set()
@@ -185,27 +228,47 @@ class MonitorScreen(Screen[None]):
         state = self.feed.state
         return (state.supervisor_pid, state.trainer_pid) if state else ()
 
+    def _tick(self) -> None:
+        """One frame per interval: read what the run wrote; the clock-driven figures of an active run.
+        Nothing while another screen (the chat, a dialog) is on top: its repaint would repaint that one."""
+        if not self.is_active:
+            return
+        self._start_poll()
+        state = self.feed.state
+        if state is not None and state.is_active:
+            self._show_progress()
+
+    def retry(self) -> None:
+        self._start_poll()
+
     def _start_poll(self) -> None:
         if self._poller is None or self._poller.is_finished:
             self._poller = self._poll()
 
     @work(thread=True, group="monitor-poll", exit_on_error=False, description="Reading the run folder")
     def _poll(self) -> None:
+        """Read to the end; a long backlog is read whole before anything is drawn (with a "reading N %" line)."""
         worker = get_current_worker()
-        changed, last_post = False, time.monotonic()
+        changed, last_report = False, 0.0
         while not worker.is_cancelled:
             changed = self.feed.poll() or changed
-            caught_up = not self.feed.has_backlog()
-            # reading a long backlog: show progress once a second, not after every chunk
-            if changed and (caught_up or time.monotonic() - last_post > BACKLOG_REDRAW_SECONDS):
-                self.post_message(self.Changed())
-                changed, last_post = False, time.monotonic()
-            if caught_up:
-                return  # the timer starts the next round
+            if not self.feed.has_backlog():
+                break
+            if time.monotonic() - last_report > READING_REPORT_SECONDS:
+                self.post_message(self.Reading(self.feed.read_fraction()))
+                last_report = time.monotonic()
+        if changed and not worker.is_cancelled:
+            self.post_message(self.Changed())
+        self.polls += 1
+
+    def _start_sampling(self) -> None:
+        if self._sampler is None or self._sampler.is_finished:
+            self._stop_sampling = threading.Event()
+            self._sampler = self._sample_system(self._stop_sampling)
 
     @work(thread=True, group="monitor-system", exit_on_error=False, description="Sampling memory")
-    def _sample_system(self) -> None:
-        self.system.run(lambda sample: self.post_message(self.Sampled(sample)), self._stop_sampling,
+    def _sample_system(self, stop: threading.Event) -> None:
+        self.system.run(lambda sample: self.post_message(self.Sampled(sample)), stop,
                         on_error=lambda err: self.app.notify(f"memory sampling failed: {err}", severity="warning"))
 
     @work(thread=True, group="monitor-stop", exit_on_error=False, description="Stopping the run")
@@ -239,23 +302,40 @@ class MonitorScreen(Screen[None]):
 
     # ------------------------------------------------------------ showing
 
+    @on(Reading)
+    def _reading(self, message: Reading) -> None:
+        self.reading = message.fraction
+        show_text(self.query_one("#loss-summary", Static),
+                  f"reading the run's events… {message.fraction:.0%} (drawn once read)")
+
     @on(Changed)
     def _changed(self) -> None:
         started, cpu = time.perf_counter(), time.thread_time()
+        self.reading = None
         self._show_progress()
         self._redraw_plots()
         log = self.query_one(LogTail)
         log.add_lines(self.feed.log.take_pending())
         log.set_diagnosis(self.feed.diagnosis, self._fallback_diagnosis())
         self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+        self._follow_activity()
         self.redraw_seconds = time.perf_counter() - started
         self.redraw_cpu_seconds = time.thread_time() - cpu
         self.redraws += 1
+
+    def _follow_activity(self) -> None:
+        """Sample memory while the run is alive; an ended run keeps its last sample (nothing left to measure)."""
+        state = self.feed.state
+        if state is not None and state.is_active:
+            self._start_sampling()
+        elif state is not None and self.sample is not None:
+            self._stop_sampling.set()
 
     @on(Sampled)
     def _sampled(self, message: Sampled) -> None:
         self.sample = message.sample
         self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+        self._follow_activity()
 
     def _fallback_diagnosis(self) -> str | None:
         store, state = self.feed.store, self.feed.state
@@ -270,6 +350,8 @@ class MonitorScreen(Screen[None]):
         self.query_one(RunProgress).show(self.feed.state, self.feed.store.throughput(), self.clock())
 
     def _redraw_plots(self) -> None:
+        if self.reading is not None:
+            return  # drawn once the backlog is read
         store = self.feed.store
         with store.lock:
             self._draw_loss(store)
@@ -289,6 +371,7 @@ class MonitorScreen(Screen[None]):
         zoom = f"last {self.zoom} steps" if self.zoom else "all steps"
         self.query_one(LossPlot).show(train, smooth, evals, log_scale=self.log_scale,
                                       title=f"{zoom}{' · log y' if self.log_scale else ''}")
+        self._spark("#loss-spark", train)
         if loss.last is None:
             return
         low = loss.minimum()
@@ -298,12 +381,14 @@ class MonitorScreen(Screen[None]):
             parts.append(f"eval {number(store.eval_loss.last[1])} @ {store.eval_loss.last[0]:g}")
         if self.smoothing and store.loss_smooth.last:
             parts.append(f"EMA({store.smoothing:g}) {number(store.loss_smooth.last[1])}")
-        self.query_one("#loss-summary", Static).update(" · ".join(p for p in parts if p))
+        show_text(self.query_one("#loss-summary", Static), " · ".join(p for p in parts if p))
 
     def _draw_lr(self, store: MetricsStore) -> None:
         n = self._max_points("#lr-plot")
         lr, grad = store.series["learning_rate"], store.series["grad_norm"]
-        self.query_one(LrGradPlot).show(lr.points(self.zoom, n), grad.points(self.zoom, n), title="")
+        grad_points = grad.points(self.zoom, n)
+        self.query_one(LrGradPlot).show(lr.points(self.zoom, n), grad_points, title="")
+        self._spark("#lr-spark", grad_points, "grad ")
         parts = []
         if lr.last:
             parts.append(f"lr {number(lr.last[1], 3)}")
@@ -311,25 +396,58 @@ class MonitorScreen(Screen[None]):
             parts.append(f"grad norm {number(grad.last[1])} (max {number(grad.maximum()[1])})")
         if store.grad_norm_lost_at is not None:
             parts.append(f"NaN/inf since step {store.grad_norm_lost_at:g}")
-        self.query_one("#lr-summary", Static).update(" · ".join(parts))
+        show_text(self.query_one("#lr-summary", Static), " · ".join(parts))
 
     def _draw_scale(self, store: MetricsStore) -> None:
         panel, summary = self.query_one("#scale-panel"), self.query_one("#scale-summary", Static)
         if store.run_begin is None:
-            summary.update("waiting for the run to begin")
+            show_text(summary, "waiting for the run to begin")
             return
         no_scaler = store.scaler is None
         panel.set_class(no_scaler, "-no-scaler")
         if no_scaler:
-            summary.update(f"no loss scaler: {store.scaler_reason or 'the run did not say why'}")
+            show_text(summary, f"no loss scaler: {store.scaler_reason or 'the run did not say why'}")
             return
         scale = store.series["loss_scale"]
         n = self._max_points("#scale-plot")
-        self.query_one(LossScalePlot).show(scale.points(self.zoom, n), store.overflows.points(self.zoom, n), title="")
-        summary.update(f"{store.scaler}: scale {_scale_text(scale.last[1] if scale.last else None)} · "
+        scale_points = scale.points(self.zoom, n)
+        self.query_one(LossScalePlot).show(scale_points, store.overflows.points(self.zoom, n), title="")
+        self._spark("#scale-spark", scale_points)
+        show_text(summary, f"{store.scaler}: scale {_scale_text(scale.last[1] if scale.last else None)} · "
                        f"{store.overflow_total} overflows · {store.skipped_total} skipped steps")
 
+    def _spark(self, spark_id: str, points: tuple, prefix: str = "") -> None:
+        """The low-bandwidth stand-in of a plot: its newest points as one line of block characters."""
+        if not self.has_class("-low-bandwidth"):
+            return
+        spark = self.query_one(spark_id, Static)
+        width = max(8, spark.size.width - len(prefix) - 1)
+        show_text(spark, prefix + sparkline(list(points[1]), width))
+
     # ------------------------------------------------------------ actions
+
+    def action_next_interval(self) -> None:
+        later = [s for s in REFRESH_CHOICES if s > self.poll_interval + 1e-9]
+        self.set_refresh(later[0] if later else REFRESH_CHOICES[0])
+        self.notify(f"updates every {self.poll_interval:g} s", timeout=2)
+
+    def set_refresh(self, seconds: float) -> None:
+        """Draw one frame every `seconds` (the app remembers it for the next monitor)."""
+        self.poll_interval = seconds
+        if hasattr(self.app, "refresh_seconds"):
+            self.app.refresh_seconds = seconds
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(seconds, self._tick)
+
+    def action_toggle_low_bandwidth(self) -> None:
+        low = not self.has_class("-low-bandwidth")
+        self.set_class(low, "-low-bandwidth")
+        if hasattr(self.app, "low_bandwidth"):
+            self.app.low_bandwidth = low
+        self.notify("low-bandwidth: sparklines instead of plots" if low else "plots", timeout=2)
+        self.call_after_refresh(self._redraw_plots)
+
 
     def watch_smoothing(self) -> None:
         self._redraw_plots()

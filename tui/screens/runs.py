@@ -70,8 +70,17 @@ class RunsScreen(Screen[None]):
         table = self.query_one(DataTable)
         for key, label in COLUMNS:
             table.add_column(label, key=key)
-        self.set_interval(self.refresh_interval, self.action_reload)
+        self.set_interval(self.refresh_interval, self._timed_reload)
         self.action_reload()
+
+    def _timed_reload(self) -> None:
+        # under a monitor or chat, a repaint of this screen would repaint the screen on top (bytes over SSH)
+        if self.is_active:
+            self.action_reload()
+
+    def on_screen_resume(self) -> None:
+        if self.loads:
+            self.action_reload()
 
     # ------------------------------------------------------------ loading
 
@@ -94,16 +103,28 @@ class RunsScreen(Screen[None]):
         self.loads += 1
         table = self.query_one(DataTable)
         current = self._cursor_key()
+        before = self.summaries
         self.summaries = {str(s.run.path): s for s in message.summaries}
         self.marked &= set(self.summaries)
-        table.clear()
-        for key, summary in self.summaries.items():
-            table.add_row(*self._cells(summary), key=key)
-        if current in self.summaries:
-            table.move_cursor(row=table.get_row_index(current))
+        if list(before) == list(self.summaries):  # same runs, same order: repaint only the cells that changed
+            self._update_cells(table, before)
+        else:
+            table.clear()
+            for key, summary in self.summaries.items():
+                table.add_row(*self._cells(summary), key=key)
+            if current in self.summaries:
+                table.move_cursor(row=table.get_row_index(current))
         self.query_one("#runs-empty").display = not self.summaries
         if message.error:
             self.notify(message.error, severity="warning")
+
+    def _update_cells(self, table: DataTable, before: dict[str, RunSummary]) -> None:
+        """Every reload would otherwise repaint the whole table, over SSH too, even when nothing changed."""
+        for key, summary in self.summaries.items():
+            old = self._cells(before[key])
+            for (column, _), was, now in zip(COLUMNS, old, self._cells(summary)):
+                if was != now:
+                    table.update_cell(key, column, now)
 
     def _cells(self, summary: RunSummary) -> tuple[str, ...]:
         state = summary.state

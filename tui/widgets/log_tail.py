@@ -11,6 +11,7 @@ from textual.widgets import RichLog, Static
 
 from backend.runs.diagnose import Diagnosis
 from tui.feed import LogLine
+from tui.widgets.quiet import show_text
 
 STYLES = {"error": "bold red", "warning": "yellow", "": ""}
 
@@ -56,5 +57,5 @@ class LogTail(Vertical):
             text = fallback or ""
         self.diagnosis_text = text
         widget = self.query_one("#diagnosis", Static)
-        widget.update(text)
+        show_text(widget, text)
         widget.set_class(bool(text), "-shown")

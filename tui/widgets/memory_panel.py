@@ -1,4 +1,7 @@
-"""The memory panel: each GPU (NVML), host RAM, the run's process tree, the trainer's own counters."""
+"""The memory panel: each GPU (NVML), host RAM, the run's process tree, the trainer's own counters.
+
+It repaints only when a figure as printed (rounded) changes: a new sample whose rounded
+figures are those already shown sends nothing to the terminal."""
 
 from __future__ import annotations
 
@@ -36,38 +39,50 @@ class MemoryPanel(Static):
         self.sample: SystemSample | None = None
         self.trainer: dict[str, Any] | None = None
         self.forecast = forecast
+        self.shown_view: tuple[Any, ...] | None = None  # the figures as printed, to skip unchanged repaints
 
     def show(self, sample: SystemSample | None, last_log: dict[str, Any] | None) -> None:
         self.sample, self.trainer = sample, last_log
-        self.update(self._render_panel())
+        view = self._view()
+        if view != self.shown_view:
+            self.shown_view = view
+            self.update(self._render_panel(view))
 
-    def _render_panel(self) -> Group:
-        parts: list[Any] = []
+    def _view(self) -> tuple[Any, ...]:
+        """Every figure the panel prints, as printed: (gpu error, gpu rows, host rows, text lines)."""
         sample = self.sample
-        if sample is not None:
-            if sample.gpu_error:
-                parts.append(Text(sample.gpu_error, style="yellow"))
-            if sample.gpus:
-                parts.append(self._gpu_table(sample))
-            host = Table.grid(padding=(0, 1))
-            host.add_row("host RAM", _share(sample.host_used, sample.host_total))
-            rss = "no process alive" if sample.run_rss is None else f"{size(sample.run_rss)} RSS"
-            host.add_row("run tree", f"{rss} ({len(sample.run_pids)} proc)")
-            parts.append(host)
-        else:
+        lines = tuple((line.plain, str(line.style)) for line in self._trainer_lines() + self._forecast_lines())
+        if sample is None:
+            return None, (), (), lines
+        gpus = tuple(self._gpu_row(gpu) for gpu in sample.gpus)
+        rss = "no process alive" if sample.run_rss is None else f"{size(sample.run_rss)} RSS"
+        host = (("host RAM", _share(sample.host_used, sample.host_total)),
+                ("run tree", f"{rss} ({len(sample.run_pids)} proc)"))
+        return sample.gpu_error or "", gpus, host, lines
+
+    @staticmethod
+    def _render_panel(view: tuple[Any, ...]) -> Group:
+        gpu_error, gpus, host, lines = view
+        parts: list[Any] = []
+        if gpu_error is None:
             parts.append(Text("sampling...", style="dim"))
-        parts.extend(self._trainer_lines())
-        parts.extend(self._forecast_lines())
+        else:
+            if gpu_error:
+                parts.append(Text(gpu_error, style="yellow"))
+            for rows in (gpus, host):
+                if rows:
+                    table = Table.grid(padding=(0, 1))
+                    for row in rows:
+                        table.add_row(*row)
+                    parts.append(table)
+        parts.extend(Text(plain, style=style) for plain, style in lines)
         return Group(*parts)
 
     @staticmethod
-    def _gpu_table(sample: SystemSample) -> Table:
-        table = Table.grid(padding=(0, 1))
-        for gpu in sample.gpus:
-            util = "-" if gpu.utilization is None else f"{gpu.utilization}%"
-            run = "run n/a" if gpu.run_memory is None else f"run {size(gpu.run_memory)}"
-            table.add_row(f"GPU{gpu.index}", _share(gpu.memory_used, gpu.memory_total), f"util {util}", run)
-        return table
+    def _gpu_row(gpu: Any) -> tuple[str, ...]:
+        util = "-" if gpu.utilization is None else f"{gpu.utilization}%"
+        run = "run n/a" if gpu.run_memory is None else f"run {size(gpu.run_memory)}"
+        return f"GPU{gpu.index}", _share(gpu.memory_used, gpu.memory_total), f"util {util}", run
 
     def _forecast_lines(self) -> list[Text]:
         """The planner's forecast stored at launch, against the newest measured peak."""

@@ -4,6 +4,10 @@ Plotext lays a figure out in pure Python (tens of milliseconds for a busy plot),
 figure is built in a thread worker and the widget shows the finished text when it arrives;
 until then it keeps showing the previous one. Only a change of size (or theme) makes
 `render` build on the UI thread, because the old text would not fit.
+
+Terminal traffic: data equal to what is drawn builds nothing; a new figure is compared cell
+by cell with the drawn one and only the cells that changed are repainted (a new point that
+moves no dot writes nothing to the terminal; one that does writes a few cells, not the plot).
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import RenderResult
+from textual.geometry import Region
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
@@ -39,6 +45,50 @@ def step_ticks(low: float, high: float, count: int = 6) -> list[int]:
     return list(range(int(first), int(high) + 1, step)) or [int(low)]
 
 
+def _cells(line: Text) -> list[tuple[str, tuple[Any, ...]]]:
+    """Each character of a one-line Text with the styles that cover it."""
+    styles: list[tuple[Any, ...]] = [()] * len(line.plain)
+    for span in line.spans:
+        for at in range(span.start, min(span.end, len(styles))):
+            styles[at] += (span.style,)
+    return list(zip(line.plain, styles))
+
+
+def changed_regions(old: Text, new: Text) -> list[Region] | None:
+    """The cells where `new` differs from `old`, one region per changed line; None when the
+    figures do not line up cell for cell (another height, or wide characters)."""
+    old_lines, new_lines = old.split("\n", allow_blank=True), new.split("\n", allow_blank=True)
+    if len(old_lines) != len(new_lines):
+        return None
+    regions = []
+    for y, (before, after) in enumerate(zip(old_lines, new_lines)):
+        if before.plain == after.plain and before.spans == after.spans:
+            continue
+        if cell_len(after.plain) != len(after.plain) or cell_len(before.plain) != len(before.plain):
+            return None
+        a, b = _cells(before), _cells(after)
+        width = max(len(a), len(b))
+        a += [(" ", ())] * (width - len(a))
+        b += [(" ", ())] * (width - len(b))
+        differing = [x for x in range(width) if a[x] != b[x]]
+        if differing:
+            regions.append(Region(differing[0], y, differing[-1] - differing[0] + 1, 1))
+    return regions
+
+
+def _fingerprint(shown: dict[str, Points | None], options: dict[str, Any]) -> tuple[Any, ...]:
+    """What a figure is drawn from, comparable: equal fingerprints draw the same figure."""
+    data = tuple((name, None if points is None else tuple(bytes(memoryview(_array(p))) for p in points))
+                 for name, points in shown.items())
+    return data, tuple(sorted(options.items()))
+
+
+def _array(values: Sequence[float]) -> Any:
+    import numpy as np
+
+    return np.ascontiguousarray(values, dtype=float)
+
+
 class MetricPlot(PlotextPlot):
     """A plot whose figure is described by `shown` (+ options) and drawn by `draw(plt)`."""
 
@@ -46,14 +96,19 @@ class MetricPlot(PlotextPlot):
         super().__init__(name=name, id=id, classes=classes)
         self.shown: dict[str, Points | None] = {}
         self.options: dict[str, Any] = {}
-        self.generation = 0  # bumped by every show()
+        self.generation = 0  # bumped by every show() that brings new data
         self.built: tuple[tuple[Any, ...], Text] | None = None  # ((width, height, theme, generation), text)
+        self.fingerprint: tuple[Any, ...] | None = None  # of the data and options last shown
+        self.repaints = 0  # how often new cells reached the screen (tests and benches read it)
 
     # ------------------------------------------------------------ describing
 
     def _show(self, options: dict[str, Any], **shown: Points | None) -> None:
-        """New data: remember it and have the figure built off the UI thread."""
-        self.shown, self.options = shown, options
+        """New data: remember it and have the figure built off the UI thread (nothing when it is the same)."""
+        fingerprint = _fingerprint(shown, options)
+        if fingerprint == self.fingerprint:
+            return
+        self.shown, self.options, self.fingerprint = shown, options, fingerprint
         self.generation += 1
         if self.size.area:
             self._build(self._key(), shown, options)
@@ -91,13 +146,23 @@ class MetricPlot(PlotextPlot):
     @work(thread=True, exclusive=True, group="plot-build", exit_on_error=False, description="Drawing a plot")
     def _build(self, key: tuple[Any, ...], shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         text = self._figure_text(key, shown, options)
+        drawn = self.built
+        regions = changed_regions(drawn[1], text) if drawn is not None and drawn[0][:3] == key[:3] else None
         if not get_current_worker().is_cancelled:  # a newer figure is on its way
-            self.app.call_from_thread(self._built, key, text)
+            self.app.call_from_thread(self._built, key, text, drawn, regions)
 
-    def _built(self, key: tuple[Any, ...], text: Text) -> None:
-        if self.built is None or key[3] >= self.built[0][3]:
-            self.built = (key, text)
-            self.refresh()
+    def _built(self, key: tuple[Any, ...], text: Text, compared: Any = None, regions: list[Region] | None = None) -> None:
+        if self.built is not None and key[3] < self.built[0][3]:
+            return
+        same_base = compared is not None and self.built is compared
+        self.built = (key, text)
+        if same_base and regions is not None:
+            if regions:  # only the cells that changed reach the terminal
+                self.repaints += 1
+                self.refresh(*regions)
+            return
+        self.repaints += 1
+        self.refresh()
 
     def render(self) -> RenderResult:
         key = self._key()

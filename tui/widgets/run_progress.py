@@ -8,6 +8,7 @@ from textual.widgets import Label, ProgressBar, Static
 
 from backend.runs.layout import RunState
 from backend.series import Throughput
+from tui.widgets.quiet import show_text
 from tui.widgets.units import duration, number, step_of
 
 STATUS_CLASSES = ("-running", "-finished", "-failed", "-stopped", "-starting", "-stopping")
@@ -43,7 +44,7 @@ class RunProgress(Horizontal):
     def show(self, state: RunState | None, numbers: Throughput, now: float) -> None:
         status = state.status if state else "unknown"
         label = self.query_one("#run-status", Label)
-        label.update(status)
+        show_text(label, status)
         for name in STATUS_CLASSES:
             label.set_class(name == f"-{status}", name)
         bar = self.query_one(ProgressBar)
@@ -58,4 +59,4 @@ class RunProgress(Horizontal):
             f"{number(numbers.steps_per_second, 3)} steps/s",
             f"{number(numbers.tokens_per_second, 4)} tok/s",
         ]
-        self.query_one("#run-numbers", Static).update("  ".join(p for p in parts if p))
+        show_text(self.query_one("#run-numbers", Static), "  ".join(p for p in parts if p))

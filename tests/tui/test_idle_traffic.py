@@ -1,0 +1,73 @@
+"""A screen where nothing changes writes nothing to the terminal (#17): over SSH every repaint is bytes.
+
+The app runs headless; every frame it would write is rendered to the escape sequences a real
+terminal receives and counted. Each screen is opened, left to settle, then watched for several
+of its own update rounds (the runs list reloads, the monitor polls the run folder): not one byte
+may follow. The bench (bench/terminal_traffic.py) measures the same in a real pty, with budgets.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait_for
+from textual.pilot import Pilot
+
+from backend.runs import index
+from tui.app import WorkbenchApp
+from tui.screens.runs import RunsScreen
+
+
+class TerminalBytes:
+    """Counts the frames and bytes the app sends to its terminal (headless apps send none: rendered here)."""
+
+    def __init__(self, app: WorkbenchApp) -> None:
+        self.frames = 0
+        self.bytes = 0
+        display = app._display
+
+        def counting(screen, update) -> None:
+            if update is not None:
+                self.frames += 1
+                self.bytes += len(update.render_segments(app.console).encode())
+            display(screen, update)
+
+        app._display = counting  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.frames = self.bytes = 0
+
+
+async def watched_rounds(pilot: Pilot, counter: TerminalBytes, rounds, count: int = 4) -> tuple[int, int]:
+    """Frames and bytes written while the screen runs `count` more of its update rounds."""
+    await pilot.pause()
+    counter.reset()
+    start = rounds()
+    await wait_for(pilot, lambda: rounds() >= start + count, what=f"{count} update rounds")
+    await pilot.pause()
+    return counter.frames, counter.bytes
+
+
+async def test_runs_list_and_monitor_of_a_finished_run_write_nothing_while_nothing_changes(
+        tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")  # a finished fp16 run: every panel has something
+    index.register(run.path)
+    app = WorkbenchApp(None, start_mode="runs")
+    async with app.run_test(size=(120, 36)) as pilot:
+        counter = TerminalBytes(app)
+        runs = app.screen
+        assert isinstance(runs, RunsScreen)
+        fast = runs.set_interval(0.1, runs.action_reload)  # many reloads in little time
+        await wait_for(pilot, lambda: str(run.path.resolve()) in runs.summaries or str(run.path) in runs.summaries,
+                       what="the run in the list")
+        assert await watched_rounds(pilot, counter, lambda: runs.loads) == (0, 0)
+        fast.stop()
+
+        monitor = await open_monitor(pilot, run.path, clock=lambda: FIXED_NOW, system_monitor=FixedSystem(),
+                                     poll_interval=0.1)
+        await wait_for(pilot, lambda: monitor.sample is not None, what="the memory sample")
+        frames, written = await watched_rounds(pilot, counter, lambda: monitor.polls, count=10)
+        assert (frames, written) == (0, 0)
+        # the counter does count: a key that changes the screen writes bytes
+        await pilot.press("l")  # logarithmic loss axis: the loss plot changes
+        await wait_for(pilot, lambda: counter.bytes > 0, what="the log-axis repaint")
