@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 import yaml
+from run_fixtures import wait_for
 from textual.widgets import Input, OptionList, Select
 
 from backend.profile import load_profile
@@ -168,12 +169,16 @@ async def test_every_action_has_key_id_tooltip_and_palette_entry(profile_copy: P
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"save as")
-        await pilot.pause(0.5)
-        found = app.screen.query_one("CommandList", OptionList)
-        assert any("Save as" in str(found.get_option_at_index(i).prompt) for i in range(found.option_count))
+
+        def offers_save_as() -> bool:
+            found = app.screen.query("CommandList")
+            options = found.first(OptionList) if found else None
+            return options is not None and any("Save as" in str(options.get_option_at_index(i).prompt)
+                                               for i in range(options.option_count))
+
+        await wait_for(pilot, offers_save_as, what="the palette to offer Save as")
         await pilot.press("enter")  # the palette runs the action: the save-as dialog opens
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, PathPromptScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, PathPromptScreen), what="the save-as dialog")
 
 
 async def test_choosing_a_problem_focuses_its_field(profile_copy: Path) -> None:

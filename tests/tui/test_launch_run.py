@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_fixtures import wait_for
 from textual.widgets import Input
 
 from backend.events import read_all
@@ -59,8 +60,7 @@ async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_mode
             if importlib.util.find_spec("tui.screens.monitor") is not None:
                 from tui.screens.monitor import MonitorScreen
 
-                await pilot.pause(0.5)
-                assert isinstance(app.screen, MonitorScreen)
+                await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run's monitor")
             # the run is real: it trains to the step count set in the form
             deadline = time.monotonic() + 180
             while refresh(run).is_active and time.monotonic() < deadline:

@@ -163,29 +163,26 @@ async def test_memory_panel_samples_this_machine(tmp_path: Path, isolated_runs: 
         assert f"trainer RSS {last_rss / 2**20:.1f} MiB" in text
 
 
-async def test_memory_panel_compares_the_forecast_with_the_measured_peak(tmp_path: Path, isolated_runs: Path,
-                                                                        tiny_model: Path) -> None:
-    from backend.estimate.forecast import forecast_for_profile
-    from backend.estimate.measured import comparable_forecasts
+async def test_memory_panel_compares_the_forecast_with_the_measured_peak(tmp_path: Path, isolated_runs: Path) -> None:
     from backend.events import EventWriter
-    from tui.widgets.units import size
 
     run = fixture_run(tmp_path, "quickstart-short")
-    forecast = forecast_for_profile(run.read_profile(), tiny_model)
+    # the planner's forecast as stored at launch (Estimate.to_json(), the keys the panel reads), written by hand:
+    # 3 GiB per GPU of which 0.5 GiB is the CUDA context, so the caching allocator should peak at 2.5 GiB
+    forecast = {"per_device_total_bytes": 3 * 2**30, "host_total_bytes": 8 * 2**30, "request": {"num_gpus": 1},
+                "breakdown": {"cuda_context": 2**29, "allocator_overhead": 2**28, "weights": 2**31}}
     run.forecast_path.write_text(json.dumps(forecast))
-    # a GPU run's log event carries the allocator's peaks; this one says 1 GiB was reserved
+    # a GPU run's log event carries the allocator's peaks; this one says 2 GiB was reserved
     EventWriter(run.events_path).write("log", step=41, max_steps=41, loss=0.5,
                                        cuda=[{"device": 0, "allocated": 1, "reserved": 1, "max_allocated": 1,
-                                              "max_reserved": 2**30}])
-    expected = comparable_forecasts(forecast)["cuda_max_reserved_bytes"]
-    error = (expected - 2**30) / 2**30 * 100
+                                              "max_reserved": 2 * 2**30}])
     async with app().run_test(size=(160, 48)) as pilot:
         screen = await open_monitor(pilot, run.path)
         await wait_for(pilot, lambda: "peak reserved" in plain(screen.query_one("#memory").content),
                        what="the forecast line")
         text = plain(screen.query_one("#memory").content)
-        assert f"forecast {size(forecast['per_device_total_bytes'])} per GPU" in text
-        assert f"({error:+.0f}%)" in text
+        assert "forecast 3.0 GiB per GPU, 8.0 GiB host" in text
+        assert "peak reserved 2.0 GiB vs forecast 2.5 GiB (+25%)" in text  # (2.5 - 2) / 2
 
 
 def plain(renderable: object) -> str:
