@@ -373,6 +373,14 @@ class _State:
                  "master-port": "main_process_port"}
         for flag, values in _launcher_pairs(words):
             key = names.get(flag)
+            if flag.replace("-", "_") == "rdzv_endpoint" and values and ":" in values[0]:
+                host, _, port = values[0].rpartition(":")
+                dist["main_process_ip"] = host
+                dist["main_process_port"] = _int(port, "torchrun --rdzv_endpoint", self.refused)
+                continue
+            if flag.replace("-", "_") == "rdzv_backend" and values and values[0] in ("static", "c10d"):
+                dist["rdzv_backend"] = values[0]
+                continue
             if key is None:
                 if flag not in ("standalone",):
                     self.refused.append(f"torchrun --{flag}: not carried (the workbench launches through accelerate)")
@@ -411,6 +419,12 @@ class _State:
             dist["strategy"] = "ddp"
         if config.pop("use_cpu", False) or config.pop("cpu", False):
             dist["device"] = "cpu"
+        gpu_ids = str(config.pop("gpu_ids", "all"))
+        if gpu_ids != "all":
+            if re.fullmatch(r"\d+(,\d+)*", gpu_ids):
+                dist["gpu_ids"] = [int(x) for x in gpu_ids.split(",")]
+            else:
+                self.refused.append(f"accelerate gpu_ids {gpu_ids}: only numeric GPU ids can be carried")
         ignored = {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "main_training_function",
                    "rdzv_backend", "same_network", "gpu_ids", "tpu_env", "tpu_use_cluster", "tpu_use_sudo",
                    "use_cpu", "multi_gpu", "mixed_precision", "dynamo_config", "num_cpu_threads_per_process"}

@@ -275,3 +275,13 @@ def test_cli_exit_2_writes_nothing_and_lists_commands(tmp_path: Path, schema: Sw
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", "-"], input="swift sft --model c "
                           "--dataset d --use_liger_kernal true", capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "use_liger_kernel" in done.stderr and "nothing was written" in done.stderr
+
+
+def test_launcher_details_are_carried(schema: SwiftSchema) -> None:
+    torchrun = import_script("torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint "
+                             "10.1.2.3:29400 swift/cli/sft.py --model m --dataset d", schema).profile.distribution
+    assert (torchrun.num_machines, torchrun.nproc_per_node, torchrun.rdzv_backend) == (2, 4, "c10d")
+    assert (torchrun.main_process_ip, torchrun.main_process_port) == ("10.1.2.3", 29400)
+    accelerate = import_script("accelerate launch --multi_gpu --num_processes 2 --gpu_ids 2,3 -m swift.cli.sft "
+                               "--model m --dataset d", schema).profile.distribution
+    assert (accelerate.strategy, accelerate.nproc_per_node, accelerate.gpu_ids) == ("ddp", 2, [2, 3])
