@@ -44,7 +44,6 @@ from backend.validate import Problem, errors, validate
 
 MIN_REF_CHARS = 4  # a shorter part of an id matches too much to act on
 MAX_REF_CHARS = 1024
-STARTING_GRACE_SECONDS = 120.0  # a folder still "starting" with no process after this was abandoned
 
 
 class LaunchRefused(Exception):
@@ -226,9 +225,8 @@ def refresh(run: RunFolder) -> RunState:
     marker = run_marker(run.path)
     if not state.before_reboot() and marker.owns(state.supervisor_pid, state.supervisor_started):
         return state
-    if state.status == "starting" and state.supervisor_pid is None and \
-            time.time() - state.created_at < STARTING_GRACE_SECONDS:
-        return state  # being created right now
+    if state.status == "starting" and state.supervisor_pid is None:
+        return state  # being created right now, or a SLURM job still queued (a failed launch leaves no folder)
     time.sleep(0.05)  # the supervisor may be writing its final state this instant
     state = run.state_or_damaged()
     if not state.is_active:
@@ -432,18 +430,15 @@ def resume_run(run: RunFolder) -> RunFolder:
 def _resume_locked(run: RunFolder) -> RunFolder:
     state = refresh(run)
     if state.status == "finished":
+        last = run.complete_checkpoints()[-1:]
         raise RunRefused(f"run {run.run_id} finished: resuming would train past its end, and swift's rotation would "
-                         "delete a completed checkpoint. To train more, start a new run whose profile sets "
-                         "resume_from_checkpoint to one of its checkpoints.")
+                         "delete a completed checkpoint. To train more, start a new run from its checkpoint"
+                         + (f" ({last[0]})." if last else "."))
     if state.status not in RESUMABLE_STATUSES:
         hint = "stop it first" if state.is_active else "only a stopped or failed run can be resumed"
         raise RunRefused(f"run {run.run_id} is {state.status}; {hint}")
     if state.elsewhere():
         raise RunRefused(f"run {run.run_id} was {state.elsewhere()}; resume it there")
-    command = run.read_command()
-    if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
-        why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
-        raise RunRefused(f"cannot resume {run.run_id}: {run.command_path.name} {why}, so the run's command is unknown")
     taken = _output_taken_by_other(run)
     if taken:
         raise RunRefused(f"cannot resume {run.run_id}: {taken}")
@@ -451,6 +446,10 @@ def _resume_locked(run: RunFolder) -> RunFolder:
     if not checkpoints:
         why = "; ".join(filter(None, (checkpoint_problem(c) for c in run.checkpoints()[-2:])))
         raise RunRefused(f"run {run.run_id} has no complete checkpoint to resume from" + (f" ({why})" if why else ""))
+    command = run.read_command()
+    if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
+        why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
+        raise RunRefused(f"cannot resume {run.run_id}: {run.command_path.name} {why}, so the run's command is unknown")
     argv = [a for a in command["argv"]]
     if "--resume_from_checkpoint" in argv:
         position = argv.index("--resume_from_checkpoint")
