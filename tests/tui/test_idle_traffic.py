@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from backend.runs import index
 from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen
+from tui.widgets.metric_plots import MetricPlot
 
 
 class TerminalBytes:
@@ -71,3 +72,22 @@ async def test_runs_list_and_monitor_of_a_finished_run_write_nothing_while_nothi
         # the counter does count: a key that changes the screen writes bytes
         await pilot.press("l")  # logarithmic loss axis: the loss plot changes
         await wait_for(pilot, lambda: counter.bytes > 0, what="the log-axis repaint")
+
+
+async def test_low_bandwidth_mode_and_the_update_interval_keys(tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    app = WorkbenchApp(None, start_mode="runs")
+    async with app.run_test(size=(120, 36)) as pilot:
+        monitor = await open_monitor(pilot, run.path, clock=lambda: FIXED_NOW, system_monitor=FixedSystem())
+        assert monitor.poll_interval == 1.0  # the default: one frame a second
+        await pilot.press("b")
+        await wait_for(pilot, lambda: str(monitor.query_one("#scale-spark").content), what="the sparklines")
+        assert [plot.display for plot in monitor.query(MetricPlot)] == [False, False, False]
+        # the recorded run's loss scale: 24 logged steps, halved at each overflow, one block per step
+        scale = str(monitor.query_one("#scale-spark").content)
+        assert len(scale) == 24 and set(scale) <= set("▁▂▃▄▅▆▇█")
+        assert str(monitor.query_one("#lr-spark").content).startswith("grad ")
+        await pilot.press("b")
+        assert [plot.display for plot in monitor.query(MetricPlot)] == [True, True, True]
+        await pilot.press("i", "i")
+        assert monitor.poll_interval == 5.0
