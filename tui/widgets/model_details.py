@@ -17,7 +17,14 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from backend.models import ModelInfo, SwiftInference, describe_source, infer_swift_types, load_swift_registry
+from backend.models import (
+    ModelInfo,
+    SwiftInference,
+    describe_source,
+    exact_info,
+    infer_swift_types,
+    load_swift_registry,
+)
 from backend.validate import Problem
 from tui.screens.launch_support import swift_type_problems
 from tui.widgets.model_picker import model_details_text
@@ -92,6 +99,9 @@ class ModelDetails(WorkerFailures, Static):
         self.post_message(self.Described(query, info, inference, registry))
         if registry is None and inference.needs_choice and info.origin != "builtin":
             self.call_from_thread(self._read_swift_registry, query, info)
+        if not (info.shape and info.shape.trusted) and info.path and (info.path / "config.json").is_file():
+            # transformers' exact count (#13): one child process the first time, in this worker
+            self.post_message(self.Described(query, exact_info(info), inference, registry))
 
     @work(thread=True, exclusive=True, group="swift-registry", exit_on_error=False,
           description="Reading ms-swift's model registry")
