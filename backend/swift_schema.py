@@ -293,3 +293,16 @@ def last_name(text: str) -> str:
     """The flag name being typed at the end of the editor's text."""
     word = text.rsplit(" ", 1)[-1] if text and not text.endswith(" ") else ""
     return word.partition("=")[0].removeprefix("--")
+
+
+def key_help(key: str, schema: SwiftSchema | None, managed: dict[str, str], command: str = "sft") -> str:
+    """What swift says about the flag a profile key sets (for the form's help line; "" when unknown):
+    `training.learning_rate` -> "swift --learning_rate (default None): The learning rate. Defaults to 1e-5 for
+    full-parameter training and 1e-4 for tuners like LoRA."."""
+    flag = next((name for name, owner in managed.items() if owner == key), None)
+    spec = schema.fields(command).get(flag) if schema and flag else None
+    if spec is None:
+        return ""
+    sentences = re.split(r"(?<=\.)\s+", " ".join(spec.help.split()))
+    text = " ".join(sentences[:2])
+    return f"swift --{flag} (default {spec.default!r})" + (f": {text}" if text else "")

@@ -247,3 +247,13 @@ def test_env_names_a_profile_key_decides_are_refused() -> None:
 def test_task_pt_runs_swift_pt(tmp_path: Path) -> None:
     plan = build_launch(parse_profile('task = "pt"\n[tuner]\ntype = "full"\n'), tmp_path, gpu_box())
     assert plan.argv[plan.argv.index("swift.cli.pt") - 1] == "-m"
+
+
+def test_form_help_comes_from_swift(schema: SwiftSchema) -> None:
+    from backend.swift_schema import key_help
+
+    text = key_help("training.learning_rate", schema, managed_flags())
+    assert text.startswith("swift --learning_rate (default None): The learning rate.")
+    assert "1e-5 for full-parameter training and 1e-4 for tuners like LoRA" in text
+    assert key_help("training.num_train_epochs", schema, managed_flags()).startswith(
+        "swift --num_train_epochs (default 3.0)")
