@@ -199,6 +199,23 @@ def known_report(request: DataRequest) -> dict[str, Any] | None:
 
 def remember(request: DataRequest, report: dict[str, Any]) -> None:
     _MEMO[_memo_key(request)] = (_stats(request), report)
+    _LATEST[tuple(request.labels or request.refs)] = report
+
+
+_LATEST: dict[tuple[str, ...], dict[str, Any]] = {}  # the datasets as written -> the last report
+
+
+def summary_line(refs: list[str]) -> str | None:
+    """One line for the launch confirmation from the last report on these datasets (None: not known)."""
+    report = _LATEST.get(tuple(refs))
+    if report is None or report.get("steps_per_epoch") is None:
+        return None
+    truncated = report.get("truncated_rows", 0)
+    strategies = {d.get("truncation_strategy") for d in report.get("datasets", []) if d.get("truncated_rows")}
+    cut = (f"{truncated:,} rows over max_length ({'deleted' if strategies == {'delete'} else 'truncated'}, "
+           f"{report.get('tokens_lost', 0):,} tokens lost)") if truncated else "no row over max_length"
+    return (f"{report['steps_per_epoch']:,} steps per epoch ({report.get('train_rows', 0):,} rows) · {cut} · "
+            f"{100 * report.get('trained_token_fraction', 0):.0f} % of tokens trained")
 
 
 def profile_requests(profile: Any, base_dir: Path | None, *, build_model: bool = False) -> list[tuple[str, DataRequest]]:

@@ -34,7 +34,7 @@ async def _settle(pilot: Any) -> None:
 
 
 async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile: Path) -> None:
-    app = ReportApp(SwiftDataQuery(load_profile(data_profile), data_profile.parent))
+    app = ReportApp(SwiftDataQuery.of(load_profile(data_profile), data_profile.parent))
     async with app.run_test(size=(120, 60)) as pilot:
         await _settle(pilot)
         widget = app.query_one(SwiftDataReport)

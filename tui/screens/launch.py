@@ -40,6 +40,7 @@ from tui.profile_fields import TABS
 from tui.screens.launch_files import ProfileFiles
 from tui.screens.launch_support import BUILTIN_TYPES, NARROW_BELOW, hardware_line, launch_summary
 from tui.widgets.dataset_details import DataQuery, DatasetSummary
+from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.details_pane import DetailsPane
 from tui.widgets.memory_line import ForecastQuery, MemoryLine
 from tui.widgets.model_details import ModelDetails, ModelQuery
@@ -82,6 +83,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
     """Why there is no plan."""
     model_query: reactive[ModelQuery | None] = reactive(None, init=False)
     data_query: reactive[DataQuery | None] = reactive(None, init=False)
+    swift_data_query: reactive[SwiftDataQuery | None] = reactive(None, init=False)  # #12: swift's own report
     forecast_query: reactive[ForecastQuery | None] = reactive(None, init=False)
     suggestions: reactive[dict[str, tuple[str, ...]]] = reactive(dict, init=False)
     """Names the model's fields offer while typing (from ms-swift's registry)."""
@@ -117,7 +119,9 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             yield Static(id="status-hardware", markup=False)
         with Horizontal(id="workspace"):
             beside = {"model.source": ModelDetails(id="model-details").data_bind(query=LaunchScreen.model_query),
-                      "data.train": DatasetSummary(id="dataset-summary").data_bind(query=LaunchScreen.data_query)}
+                      "data.train": DatasetSummary(id="dataset-summary").data_bind(query=LaunchScreen.data_query),
+                      "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
+                          query=LaunchScreen.swift_data_query)}
             yield SettingsTabs(self.document, beside=beside, id="settings").data_bind(
                 LaunchScreen.revision, LaunchScreen.problems, LaunchScreen.hardware, LaunchScreen.suggestions)
             yield DetailsPane(id="details").data_bind(LaunchScreen.problems, LaunchScreen.plan, LaunchScreen.plan_error)
@@ -171,6 +175,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         doc, p = self.document, self.document.profile
         self.model_query = ModelQuery(p.model.source, p.model.model_type, p.model.template, doc.base_dir)
         self.data_query = DataQuery((*p.data.train, *p.data.val), p.model.source, p.training.max_length, doc.base_dir)
+        self.swift_data_query = SwiftDataQuery.of(p, doc.base_dir)
         if self.hardware is not None:
             self.forecast_query = ForecastQuery(p.model_copy(deep=True), doc.base_dir, self.hardware)
 

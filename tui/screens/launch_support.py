@@ -9,6 +9,7 @@ from pathlib import Path
 from backend.hardware import HardwareInfo
 from backend.models import SwiftInference, describe_source
 from backend.profile import LaunchProfile
+from backend.oracle.swift_data import summary_line as data_summary_line
 from backend.validate import Problem
 
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
@@ -97,6 +98,7 @@ def launch_summary(p: LaunchProfile, problems: Iterable[Problem]) -> str:
         f"tuner     {p.tuner.type} · precision {p.precision.mode} · {p.distribution.strategy} "
         f"× {p.distribution.world_size}",
         f"length    {steps}",
+        *([f"data      {line}"] if (line := data_summary_line(p.data.train)) else []),
         "The run starts detached: it keeps going if this terminal or SSH session closes.",
     ]
     if warnings:

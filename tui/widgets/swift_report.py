@@ -10,7 +10,7 @@ for, cached too). A failure shows in place (WorkerFailures), never silently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,23 @@ from tui.worker_failures import WorkerFailures, failure_text
 
 @dataclass(frozen=True)
 class SwiftDataQuery:
-    """The profile whose data swift reads (its model, template, max_length, batch ...)."""
+    """The profile whose data swift reads. Two queries are equal when what swift's answer depends on
+    is (model, data, template, max_length, batch, processes, extra swift args), so editing, say, the
+    learning rate asks nothing again."""
 
-    profile: Any  # LaunchProfile
-    base_dir: Path | None
+    profile: Any = field(compare=False)  # LaunchProfile
+    base_dir: Path | None = None
+    key: str = ""
+
+    @classmethod
+    def of(cls, profile: Any, base_dir: Path | None) -> SwiftDataQuery:
+        import json
+
+        t, d = profile.training, profile.distribution
+        key = json.dumps({"model": profile.model.model_dump(), "data": profile.data.model_dump(),
+                          "training": [t.max_length, t.per_device_train_batch_size, t.gradient_accumulation_steps],
+                          "world": d.world_size, "extra": profile.extra_swift_args}, sort_keys=True, default=str)
+        return cls(profile.model_copy(deep=True), base_dir, key)
 
 
 class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
