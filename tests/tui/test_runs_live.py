@@ -3,12 +3,14 @@ cannot be deleted, and stopping it from the app (after the confirmation) leaves 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from run_fixtures import REPO, long_quickstart, wait_for
 from textual.widgets import DataTable
 
+from backend.events import read_all
 from backend.runs.manager import refresh, start_run, stop_run
 from backend.runs.process import run_processes
 
@@ -16,6 +18,19 @@ from tui.app import WorkbenchApp
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import RunsScreen
 from tui.modals.dialogs import ConfirmModal
+
+
+def shown_step(monitor: MonitorScreen) -> int | None:
+    found = re.search(r"step (\d+)/", str(monitor.query_one("#run-numbers").content))
+    return int(found.group(1)) if found else None
+
+
+def shows_a_logged_step_and_its_loss(monitor: MonitorScreen, events_path: Path) -> bool:
+    """The step on screen and the loss beside it are one rank-0 log line of events.jsonl, read here."""
+    step = shown_step(monitor)
+    logged = {e["step"]: e for e in read_all(events_path) if e["type"] == "log" and e["rank"] == 0}
+    loss = str(monitor.query_one("#loss-summary").content)
+    return step in logged and f"train {logged[step]['loss']:.4g} @ {step}" in loss
 
 
 @pytest.mark.slow
@@ -42,14 +57,12 @@ async def test_watch_a_live_run_then_stop_it_from_the_app(tiny_model: Path, isol
             def step() -> int:
                 return int((store.last_log or {}).get("step") or 0)
 
-            await wait_for(pilot, lambda: step() >= 2, timeout=120, what="the first logged steps")
-            first_step, first_count = step(), store.log_events
-            await wait_for(pilot, lambda: step() >= first_step + 5, timeout=60, what="the step to advance")
-            await pilot.pause(0.6)  # the next redraw
-            assert store.log_events > first_count
-            numbers = str(monitor.query_one("#run-numbers").content)
-            assert f"step {store.throughput().step}/" in numbers
-            assert f"train {store.series['loss'].last[1]:.4g}" in str(monitor.query_one("#loss-summary").content)
+            await wait_for(pilot, lambda: step() >= 2, timeout=300, what="the first logged steps")
+            first_shown = shown_step(monitor)
+            # the screen moves on to a step (and its loss) that the run itself wrote to events.jsonl
+            await wait_for(pilot, lambda: (shown_step(monitor) or 0) > (first_shown or 0) + 3
+                           and shows_a_logged_step_and_its_loss(monitor, run.events_path), timeout=120,
+                           what="the screen to show a later step and its loss, as events.jsonl has them")
             assert str(monitor.query_one("#run-status").content) == "running"
 
             await pilot.press("x")
