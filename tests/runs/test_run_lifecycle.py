@@ -13,6 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from backend.events import read_all
 from backend.runs.layout import RunFolder
@@ -22,6 +24,7 @@ from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = pytest.mark.slow
+EVENT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 
 
 def _start_detached(profile: Path) -> RunFolder:
@@ -136,7 +139,7 @@ def test_run_survives_sighup_to_the_launching_cli_process_group(
     profile = quick_profile(tmp_path, training={"max_steps": 150, "logging_steps": 1})
     cli = _cli_as_a_shell_job(profile, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run = wait_for(lambda: _latest_run(), what="run folder")
-    wait_for(first_log_at(run, 5), what="training")
+    wait_for(first_log_at(run, 5), timeout=300, what="training")
     os.killpg(cli.pid, signal.SIGHUP)
     assert cli.wait(timeout=10) == -signal.SIGHUP  # the CLI itself is gone
     wait_for(lambda: _group_alive(cli.pid) == [], timeout=10, what="the CLI's process group to end")
@@ -152,12 +155,11 @@ def test_workbench_run_in_a_terminal_that_hangs_up(tiny_model: Path, isolated_ru
     tmux = Tmux(tmp_path / "tmux.sock")
     try:
         sid = tmux.start("ssh", f"{WORKBENCH} run {profile}", size=(120, 30))
-        tmux.wait_for("ssh", r"training.*loss \d")  # the CLI follows the run on the terminal
+        tmux.wait_for("ssh", r"training.*loss \d", timeout=300)  # the CLI follows the run on the terminal
         run = _latest_run()
         assert run is not None and run_processes(run.path)
-        tmux.hang_up()
     finally:
-        tmux.hang_up()
+        tmux.hang_up()  # the SSH link drops (and a failed wait above leaves no terminal behind)
     wait_until_gone(sid)  # the terminal's every process, the CLI included
     _keeps_stepping_then_finishes(run, 150)
 
@@ -169,15 +171,31 @@ def _latest_run() -> RunFolder | None:
         return None
 
 
-def test_cpu_fp16_injected_overflow_halves_the_scale(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
-    profile = quick_profile(
-        tmp_path,
-        precision={"fp16": True, "loss_scale_init": 64.0, "loss_scale_growth_interval": 4},
-        training={"max_steps": 20, "logging_steps": 1, "save_steps": 100},
-        debug={"inject_overflow_steps": [10]},
-    )
-    workbench("run", str(profile))
-    run = find_run("quickstart-test")
+def _adapter(run: RunFolder, step: int) -> dict[str, torch.Tensor]:
+    return load_file(run.path / "output" / f"checkpoint-{step}" / "adapter_model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def overflow_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
+    """A finished CPU fp16 run of 14 steps with an overflow injected at step 10 and a checkpoint every step."""
+    root = tmp_path_factory.mktemp("overflow")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WORKBENCH_DATA_DIR", str(root / "data"))
+        env.setenv("WORKBENCH_WORKSPACE", str(root / "runs"))
+        profile = quick_profile(
+            root,
+            precision={"fp16": True, "loss_scale_init": 64.0, "loss_scale_growth_interval": 4},
+            training={"max_steps": 14, "logging_steps": 1, "save_steps": 1, "save_total_limit": 14},
+            debug={"inject_overflow_steps": [10]},
+        )
+        workbench("run", str(profile))
+        return find_run("quickstart-test")
+
+
+def test_cpu_fp16_injected_overflow_halves_the_scale_and_skips_the_step(overflow_run: RunFolder) -> None:
+    """An overflow at step 10 halves the scale, and the optimizer step is really skipped: the adapter saved
+    after step 10 is bit for bit the one saved after step 9, while steps 9 and 11 change it."""
+    run = overflow_run
     begin = next(e for e in read_all(run.events_path) if e["type"] == "run_begin")
     assert begin["scaler"] == "GradScaler" and begin["precision"] == "fp16"
     by_step = {e["step"]: e for e in log_events(run)}
@@ -185,7 +203,42 @@ def test_cpu_fp16_injected_overflow_halves_the_scale(tiny_model: Path, isolated_
     assert by_step[10]["loss_scale"] == by_step[9]["loss_scale"] / 2
     assert by_step[10]["overflow_count"] == 1 and by_step[10]["skipped_steps"] == 1
     assert by_step[14]["loss_scale"] == 2 * by_step[10]["loss_scale"]  # grows again after 4 clean steps
-    assert by_step[20]["overflow_count"] == 1
+    assert by_step[14]["overflow_count"] == 1
+
+    before, at_overflow, after = _adapter(run, 9), _adapter(run, 10), _adapter(run, 11)
+    assert before.keys() == at_overflow.keys() == after.keys() and before
+    assert all(torch.equal(before[name], at_overflow[name]) for name in before), "step 10 changed the adapter"
+    assert any(not torch.equal(at_overflow[name], after[name]) for name in after), "step 11 did not train"
+    assert any(not torch.equal(_adapter(run, 8)[name], before[name]) for name in before), "step 9 did not train"
+    assert all(torch.isfinite(tensor).all() for tensor in after.values())
+
+
+def _schema(events: list[dict]) -> dict[str, dict[str, str]]:
+    """Per event type: every field and the JSON type of its non-null values ("null" when only ever null)."""
+    schema: dict[str, dict[str, str]] = {}
+    for event in events:
+        fields = schema.setdefault(event["type"], {})
+        for name, value in event.items():
+            kind = type(value).__name__.replace("int", "float") if value is not None else "null"
+            if fields.get(name, "null") == "null":
+                fields[name] = kind
+    return schema
+
+
+def test_recorded_event_fixtures_have_what_the_callback_writes_today(overflow_run: RunFolder) -> None:
+    """tests/fixtures/events feed the monitor, series and snapshot tests: each of their event types has exactly
+    the fields (and value types) that the real callback writes now."""
+    real = _schema(read_all(overflow_run.events_path))
+    assert {"run_begin", "log", "checkpoint", "run_end"} <= real.keys()
+    recordings = [f for f in sorted(EVENT_FIXTURES.glob("*.jsonl")) if f.with_suffix(".toml").is_file()]
+    assert len(recordings) >= 3
+    for recording in recordings:
+        recorded = _schema(read_all(recording))
+        for kind in recorded.keys() & real.keys():
+            for name in recorded[kind].keys() | real[kind].keys():
+                want, got = real[kind].get(name, "missing"), recorded[kind].get(name, "missing")
+                assert "null" in (want, got) and "missing" not in (want, got) or want == got, \
+                    f"{recording.name}: {kind}.{name} is {got} in the recording, {want} from the callback"
 
 
 def test_fp32_run_says_why_there_is_no_scaler(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
@@ -199,7 +252,7 @@ def test_ctrl_c_detaches_the_cli_and_the_run_goes_on(tiny_model: Path, isolated_
     profile = quick_profile(tmp_path, training={"max_steps": 100_000, "num_train_epochs": 1000.0})
     cli = _cli_as_a_shell_job(profile, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run = wait_for(lambda: _latest_run(), what="run folder")
-    wait_for(first_log_at(run, 5), what="training")
+    wait_for(first_log_at(run, 5), timeout=300, what="training")
     os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its whole foreground process group
     output, _ = cli.communicate(timeout=30)
     assert cli.returncode == 0
