@@ -109,9 +109,9 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
 def _words(line: str) -> list[list[str]]:
     """Shell words of one logical line, split into simple commands at ; && || (comments dropped)."""
     line = re.sub(r"\$\(\s*which\s+swift\s*\)|`\s*which\s+swift\s*`", "swift", line)
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer = shlex.shlex(strip_comment(line), posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
-    lexer.commenters = "#"
+    lexer.commenters = ""
     commands: list[list[str]] = [[]]
     for word in lexer:
         if word in (";", "&&", "||", "&", "|"):
@@ -119,6 +119,24 @@ def _words(line: str) -> list[list[str]]:
         else:
             commands[-1].append(word)
     return [c for c in commands if c]
+
+
+def strip_comment(line: str) -> str:
+    """The line without its comment: as in bash, `#` starts one only at the start of a word, outside quotes
+    (`swift/self-cognition#500` is a dataset with a row count, not a comment)."""
+    quote, escaped = "", False
+    for i, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
 
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -503,7 +521,7 @@ class _State:
             return
         if name == "deepspeed":
             data.setdefault("distribution", {})["strategy"] = "deepspeed"
-            data["distribution"].setdefault("deepspeed", {})["config"] = str(value)
+            data["distribution"].setdefault("deepspeed", {})["config"] = self._absolute(str(value), name)
             return
         if name == "use_cpu":
             if str(value).lower() in ("true", "1", "yes"):
@@ -527,14 +545,23 @@ class _State:
         if name in ("model_author", "model_name"):
             value = values[0]
         if name == "model":
-            path = Path(values[0]).expanduser()
-            if self.base_dir is not None and not path.is_absolute() and (self.base_dir / path).exists():
-                value = str((self.base_dir / path).resolve())
-                self.notes.append(f"--model {path} made absolute: {value}")
+            value = self._absolute(values[0], name)
+        if name in ("dataset", "val_dataset"):
+            value = [self._absolute(v, name) for v in values]
         if "." in leaf:
             self.refused.append(f"--{name}: no profile key carries it as a swift flag ({key})")
             return
         target[leaf] = value
+
+    def _absolute(self, ref: str, flag: str) -> str:
+        """A path that exists relative to the script's folder, made absolute (a profile may live elsewhere)."""
+        path_part, hash_, rows = ref.partition("#")
+        path = Path(path_part).expanduser()
+        if self.base_dir is None or path.is_absolute() or not (self.base_dir / path).exists():
+            return ref
+        absolute = str((self.base_dir / path).resolve()) + hash_ + rows
+        self.notes.append(f"--{flag} {ref} made absolute: {absolute}")
+        return absolute
 
     def finish(self, data: dict[str, Any]) -> None:
         tuner = data.setdefault("tuner", {})

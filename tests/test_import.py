@@ -89,11 +89,12 @@ CASES = [
          "--attn_impl flash_attn --padding_free true --packing true",
          {"tuner.type": "full", "training.gradient_checkpointing_use_reentrant": False,
           "extra_swift_args": {"freeze_vit": True, "attn_impl": "flash_attn", "padding_free": True, "packing": True}}),
-    Case("ddp", "nproc_per_node=4\n\nNPROC_PER_NODE=4 \\\nCUDA_VISIBLE_DEVICES=0,1,2,3 \\\nswift sft \\\n{args}\n",
-         "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset 'swift/self-cognition#1000' "
+    Case("ddp", "# DDP on four GPUs\nnproc_per_node=4\n\nNPROC_PER_NODE=4 \\\nCUDA_VISIBLE_DEVICES=0,1,2,3 \\\n"
+                "swift sft \\\n{args}  # a comment; the '#' in the dataset is not one\n",
+         "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset swift/self-cognition#1000 "
          "--gradient_accumulation_steps 4 --ddp_find_unused_parameters false --seed 7",
          {"distribution.strategy": "ddp", "distribution.nproc_per_node": 4, "distribution.gpu_ids": [0, 1, 2, 3],
-          "training.seed": 7}),
+          "training.seed": 7, "data.train": ["swift/self-cognition#1000"]}),
     Case("fsdp", "accelerate launch --config_file {dir}/fsdp.yaml -m swift.cli.sft {args}\n",
          "--model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --dataset 'swift/self-cognition#1000' "
          "--torch_dtype bfloat16 --bf16 true --quant_method bnb --quant_bits 4 --bnb_4bit_quant_storage bfloat16 "
