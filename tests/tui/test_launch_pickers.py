@@ -15,6 +15,7 @@ from tui.widgets.dataset_details import DatasetSummary
 from tui.widgets.dataset_picker import DatasetPickerScreen
 from tui.widgets.model_details import ModelDetails
 from tui.widgets.model_picker import ModelPickerScreen
+from tui.widgets.swift_report import SwiftDataReport
 
 
 async def _choose(pilot, list_id: str, option_id: str) -> None:
@@ -70,8 +71,10 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         assert summary.startswith("builtin:self-cognition [builtin] 53 rows"), summary[:200]
         assert rows == 53
         assert "malformed" not in summary and "scanning" not in summary
-        assert "tokens (chat template)" in summary  # counted with the tiny model's own tokenizer
         assert "user: who are you?" in summary
+        swift = screen.query_one(SwiftDataReport).plain  # #12: swift's own report replaces the first look
+        assert "swift keeps 53 of 53 rows" in swift and "steps per epoch:" in swift
+        assert "⟦" in swift  # the trained-token view of row 1
 
         command = screen.query_one("#command-preview").text
         assert str(tiny_model) in command
