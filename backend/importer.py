@@ -109,7 +109,8 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
 def _words(line: str) -> list[list[str]]:
     """Shell words of one logical line, split into simple commands at ; && || (comments dropped)."""
     line = re.sub(r"\$\(\s*which\s+swift\s*\)|`\s*which\s+swift\s*`", "swift", line)
-    lexer = shlex.shlex(strip_comment(line), posix=True, punctuation_chars=";&|")
+    line = strip_redirections(strip_comment(line))  # `> train.log 2>&1` is the shell's, not swift's
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     lexer.commenters = ""
     commands: list[list[str]] = [[]]
@@ -119,6 +120,28 @@ def _words(line: str) -> list[list[str]]:
         else:
             commands[-1].append(word)
     return [c for c in commands if c]
+
+
+REDIRECTION = re.compile(r"(?:\d*>>?|&>>?|<)(?:&\d+|\s*[^\s;&|'\"]+)")
+WRAPPERS = {"nohup", "exec", "time", "env", "command", "setsid"}
+
+
+def strip_redirections(line: str) -> str:
+    """The line without `> file`, `2>&1`, `>> log`, `< in` outside quotes."""
+    out, quote, i = [], "", 0
+    while i < len(line):
+        char = line[i]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif (i == 0 or line[i - 1].isspace()) and (found := REDIRECTION.match(line, i)):
+            out.append(" ")
+            i = found.end()
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def strip_comment(line: str) -> str:
@@ -186,8 +209,9 @@ def find_commands(text: str) -> list[SwiftCommand]:
                         exported[word] = variables[word]
                 continue
             prefix: dict[str, str] = {}
-            while words and (match := ASSIGNMENT.match(words[0])):
-                prefix[match.group(1)] = match.group(2)
+            while words and ((match := ASSIGNMENT.match(words[0])) or words[0] in WRAPPERS):
+                if match:
+                    prefix[match.group(1)] = match.group(2)
                 words = words[1:]
             if not words:
                 variables.update(prefix)  # `A=B` alone: a shell variable ($A below), not in swift's environment

@@ -286,3 +286,12 @@ def test_launcher_details_are_carried(schema: SwiftSchema) -> None:
     accelerate = import_script("accelerate launch --multi_gpu --num_processes 2 --gpu_ids 2,3 -m swift.cli.sft "
                                "--model m --dataset d", schema).profile.distribution
     assert (accelerate.strategy, accelerate.nproc_per_node, accelerate.gpu_ids) == ("ddp", 2, [2, 3])
+
+
+def test_shell_wrappers_and_redirections_are_the_shells(schema: SwiftSchema) -> None:
+    script = ("nohup env HF_HUB_OFFLINE=1 swift sft --model m --dataset d#5 --system 'a > b; c' > train.log 2>&1 &\n"
+              "CUDA_VISIBLE_DEVICES=0 swift sft --model m --dataset d 2>&1 | tee log.txt\n")
+    first = import_script(script, schema, pick=1).profile
+    assert (first.data.train, first.model.system, first.env) == (["d#5"], "a > b; c", {"HF_HUB_OFFLINE": "1"})
+    second = import_script(script, schema, pick=2).profile
+    assert (second.data.train, second.distribution.gpu_ids) == (["d"], [0])
