@@ -240,7 +240,10 @@ class Watchdog:
         if diagnoses:
             last = diagnoses[-1]
             evidence["diagnosis"] = {"kind": last.kind, "line": last.line, "suggestion": last.suggestion}
-        return Finding("failed", state.failure_reason or f"exited with code {state.exit_code}", step, evidence)
+        reason = state.failure_reason or f"exited with code {state.exit_code}"
+        if state.status != "failed":  # e.g. unknown: said as such, never dressed up as a known failure
+            reason = f"ended with status {state.status}: {reason}"
+        return Finding("failed", reason, step, evidence)
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -51,3 +51,23 @@ def test_off_drops_a_kind(tmp_path: Path) -> None:
     _events(tmp_path, {"type": "log", "step": 2, "loss": None, "nonfinite": ["loss"]})
     dog.poll(time.time(), ticks=False)
     assert read_alerts(tmp_path) == []
+
+
+def test_next_checkpoint_forecast(tmp_path: Path) -> None:
+    from backend.watch.probes import checkpoint_forecast
+
+    begin = {"trainable_params": 1000, "total_params": 100_000, "world_size": 2, "param_dtype": "bfloat16"}
+    # adapter in fp32 + AdamW's two fp32 states + rng states per rank + 1 MB of configs
+    assert checkpoint_forecast([], begin) == (4000 + 8000 + 2 * 16_384 + 1_000_000,
+                                              "adapter + AdamW states, from the parameter counts")
+    full = {**begin, "total_params": 1000, "world_size": 1}
+    assert checkpoint_forecast([], full) == (2000 + 8000 + 16_384 + 1_000_000,
+                                             "full weights + AdamW states, from the parameter counts")
+    cut = tmp_path / "checkpoint-20"  # cut short by a stop: no trainer_state.json, not a basis
+    cut.mkdir()
+    done = tmp_path / "checkpoint-10"
+    (done / "sub").mkdir(parents=True)
+    (done / "trainer_state.json").write_text("x" * 100)
+    (done / "sub" / "optimizer.pt").write_bytes(b"\0" * 5000)
+    assert checkpoint_forecast([done, cut], begin) == (5100, "size of checkpoint-10")
+    assert checkpoint_forecast([], None) == (None, "nothing known yet")
