@@ -1,7 +1,9 @@
 """Choosing a model: the picker dialog, and how a model is described (the Model tab shows it too).
 
 Discovery (local folders, the HF and ModelScope caches, the built-in models) runs in a
-thread worker; every detail comes from config.json alone (backend.models).
+thread worker; details come from config.json (backend.models): the exact shape from
+transformers when it was asked before, else the formula, labelled as such; highlighting a
+model asks transformers in another worker (one child process the first time, then cached).
 """
 
 from __future__ import annotations
