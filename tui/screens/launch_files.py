@@ -120,6 +120,28 @@ class ProfileFiles(_Base):
         self.changed()
         self._say(f"Opened {display_path(path)}")
 
+    def action_import_command(self) -> None:
+        """"Import command…" (#11): paste a swift command or script; it becomes a new, unsaved profile."""
+        from tui.widgets.import_dialog import ImportCommandScreen
+
+        def imported(profile: object) -> None:
+            if profile is None:
+                return
+            self.document.adopt(ProfileDocument(profile, None, ""))  # type: ignore[arg-type]
+            self.changed()
+            self._say("Imported as a new profile, not saved yet (Ctrl+N saves it).")
+
+        def ask() -> None:
+            self.app.push_screen(ImportCommandScreen(id="import-dialog"), imported)
+
+        if self.document.is_dirty:
+            self.app.push_screen(ConfirmScreen("Unsaved changes", "Importing replaces the profile in the form.",
+                                               [("Discard and import", "import", "warning"),
+                                                ("Cancel", "cancel", "default")]),
+                                 lambda answer: ask() if answer == "import" else None)
+            return
+        ask()
+
     def action_diff(self) -> None:
         text = self.document.diff_text()
         if not text:
