@@ -19,8 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from backend.inspect_data import DatasetReport, has_local_tokenizer, parse_ref, scan_dataset, token_summary
-from tui.screens.launch_support import model_dir_of
+from backend.inspect_data import DatasetReport, parse_ref, scan_dataset
 from tui.widgets.dataset_picker import report_text
 from tui.worker_failures import WorkerFailures, failure_text
 
@@ -93,29 +92,10 @@ class DatasetSummary(WorkerFailures, Static):
                         for r in reports)
         if stop.is_set():
             return
-        self.post_message(self.Scanned(query, reports))
-        model_dir = model_dir_of(query.model_source, query.base_dir)
-        counted = []
-        for report in reports:
-            if report.scan is not None and not stop.is_set():
-                report = _with_tokens(report, model_dir, query.max_length)
-            counted.append(report)
-        if not stop.is_set():
-            self.post_message(self.Scanned(query, tuple(counted)))
+        self.post_message(self.Scanned(query, reports))  # tokens: swift's own report (tui/widgets/swift_report.py)
 
     @on(Scanned)
     def _scanned(self, event: Scanned) -> None:
         if event.query == self.query:
             self.reports = event.reports
 
-
-def _with_tokens(report: DatasetReport, model_dir: Path | None, max_length: int) -> DatasetReport:
-    """A new report with the token counts, or a note saying why there are none."""
-    if not has_local_tokenizer(model_dir):
-        return dataclasses.replace(
-            report, token_note="tokens: counted once the model's tokenizer is local (characters only now)")
-    try:
-        tokens = token_summary(report.ref.path, model_dir, max_length=max_length)  # type: ignore[arg-type]
-    except Exception as err:  # a tokenizer that cannot be read only costs the token column
-        return dataclasses.replace(report, token_note=f"tokens: not counted ({err})")
-    return dataclasses.replace(report, tokens=tokens)
