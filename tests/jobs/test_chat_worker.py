@@ -62,10 +62,21 @@ def test_answer_streams_in_chunks_the_first_before_the_answer_is_complete(client
     done_at, done = events[-1]
     assert isinstance(done, Done) and done.finish_reason in ("stop", "length")
     assert len(chunks) >= 2, f"one piece only: {done.text!r}"
-    assert chunks[0][0] < done_at  # the first piece arrived while the answer was still being written
     assert done.first_token_seconds is not None and done.first_token_seconds < done.seconds
     assert "".join(e.text for _, e in chunks) == done.text
     print(f"first token {done.first_token_seconds:.3f} s, {done.tokens} tokens in {done.seconds:.3f} s")
+
+
+def test_a_long_answer_shows_its_first_chunk_before_half_its_time(base_client: ChatClient) -> None:
+    """The base model's greedy ramble runs to max_new_tokens (a long answer): streamed, its first piece
+    arrives long before the end; an answer passed on only once complete would show it at the end."""
+    started = time.monotonic()
+    events = _timed(base_client, GenerationSettings(temperature=0.0, max_new_tokens=400))
+    first_chunk_at = next(t for t, e in events if isinstance(e, Chunk))
+    done_at, done = events[-1]
+    assert isinstance(done, Done) and done.finish_reason == "length" and done.tokens == 400
+    total = done_at - started
+    assert first_chunk_at - started < total / 2, f"first chunk at {first_chunk_at - started:.2f} s of {total:.2f} s"
 
 
 def test_stop_ends_the_answer_mid_way_and_the_worker_goes_on(base_client: ChatClient) -> None:

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from backend.jobs.batch_infer import InferSettings, start_infer
-from backend.jobs.job import list_jobs, stop_job
+from backend.jobs.job import JobFolder, list_jobs, refresh_job, stop_job
 from backend.jobs.merge import MergeRefused, default_target, merged_models, plan_merge, start_merge
 from backend.jobs.targets import MODEL_RECORD, resolve_target
 from backend.runs.layout import RunFolder
+from backend.runs.process import job_marker
 from tests.jobs.jobs_helpers import finish, results, train_quickstart
 
 pytestmark = pytest.mark.slow
@@ -119,10 +124,55 @@ def test_qlora_merge_writes_one_full_precision_model(tiny_model: Path, tmp_path:
     assert resolve_target(run.run_id, merged=True).model == str(plan.target)
 
 
+def _exporters(job: JobFolder) -> list[psutil.Process]:
+    return [p for p in job_marker(job.path).processes() if "swift.cli.export" in " ".join(p.cmdline())]
+
+
+def _signal_pending(proc: psutil.Process, sig: signal.Signals) -> bool:
+    """`sig` waits for `proc` (stopped, it cannot take it yet): /proc's pending masks, bit sig - 1."""
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    masks = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(mask >> (sig - 1) & 1 for mask in masks)
+
+
+def _partial_with_files(folder: Path) -> Path | None:
+    for partial in folder.glob(".stopped.partial-*"):
+        try:
+            if any(partial.iterdir()):
+                return partial
+        except OSError:  # not a folder yet, or gone
+            continue
+    return None
+
+
 def test_a_stopped_merge_leaves_no_half_written_model(quill_run: RunFolder, tmp_path: Path) -> None:
+    """Stopped while swift is writing the merged model into its temporary folder: no target, no temporary
+    folder, no process left. swift is frozen (SIGSTOP) the moment the folder has files, so the stop lands
+    mid-write on any machine; it runs on once the stop's SIGTERM is pending for it."""
     target = tmp_path / "stopped"
     job = start_merge(quill_run, 200, output=target)
-    state = stop_job(job)  # during swift's start-up: seconds before anything is written
-    assert state.status == "stopped" and state.stop_requested
-    assert not target.exists() and _hidden_leftovers(tmp_path) == []
+    partial = None
+    while partial is None:
+        assert refresh_job(job).is_active, f"the merge ended before it wrote anything:\n{job.log_tail(3000)}"
+        partial = _partial_with_files(tmp_path)
+        time.sleep(0.005)
+    exporters = _exporters(job)
+    for proc in exporters:
+        proc.suspend()
+    written = sorted(p.name for p in partial.iterdir())
+    assert exporters and written and not target.exists()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stopping = pool.submit(stop_job, job)
+        deadline = time.monotonic() + 30
+        while not all(_signal_pending(p, signal.SIGTERM) for p in exporters) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for proc in exporters:
+            proc.resume()
+        state = stopping.result(timeout=60)
+
+    assert state.status == "stopped" and state.stop_requested, (state, written)
+    assert not target.exists() and not partial.exists() and _hidden_leftovers(tmp_path) == []
+    assert job_marker(job.path).processes() == [] and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                                                              for p in exporters)
     assert job.progress().label == "stopped"
