@@ -10,10 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import App, SystemCommand
+from textual.notifications import SeverityLevel
 from textual.binding import Binding
 from textual.screen import Screen
 
 from backend.hardware import HardwareInfo
+from tui.safe import shown_as_is
 from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
 
@@ -65,6 +67,12 @@ class WorkbenchApp(App[None]):
         self.first_frame_shown = True
         if self.launch_screen is not None:
             self.launch_screen.after_first_frame()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast shows its text as written: names, paths and errors in it are never markup."""
+        super().notify(shown_as_is(message), title=shown_as_is(title), severity=severity, timeout=timeout,
+                       markup=False)
 
     def open_run(self, run_dir: Path) -> None:
         """Show the monitor of one run (from the launch screen after a launch, or the runs list)."""

@@ -66,13 +66,15 @@ class WorkerFailures:
         worker, error = event.worker, event.worker.error
         what = worker.description or worker.name or "a background task"
         message = f"{what} failed: {type(error).__name__}: {error}"
+        failures = self.__dict__.setdefault("_worker_failures", {})
+        if failures.get(worker.group) == message:
+            return  # the same failure again (a timer retrying it): said once is enough
+        failures[worker.group] = message
         logger.error("%s (%s)", message, type(self).__name__, exc_info=error)
         node = self  # type: ignore[assignment]
         node.log.error(message)  # type: ignore[attr-defined]
         node.app.notify(f"{message}\n{RETRY_KEY} retries.", title="Something failed", severity="error",
                         timeout=12, markup=False)
-        failures = self.__dict__.setdefault("_worker_failures", {})
-        failures[worker.group] = message
         registry = getattr(node.app, "failed_nodes", None)  # type: ignore[attr-defined]
         if registry is not None:  # the app's ctrl+r retries it
             registry.add(self)
@@ -83,8 +85,16 @@ class WorkerFailures:
     def failed(self) -> bool:
         return bool(self.__dict__.get("_worker_failures"))
 
+    @property
+    def failure(self) -> str | None:
+        """The last failure not retried yet."""
+        failures = self.__dict__.get("_worker_failures") or {}
+        return list(failures.values())[-1] if failures else None
+
     def show_failure(self, message: str) -> None:
-        """Say in place that the last attempt failed (override: an error line, a red status)."""
+        """Say in place that the last attempt failed: a screen says it under its title (widgets override)."""
+        if hasattr(self, "sub_title"):
+            self.sub_title = f"✗ {message} ({RETRY_KEY}: retry)"  # type: ignore[attr-defined]
 
     def retry(self) -> None:
         """Run again what failed (override)."""

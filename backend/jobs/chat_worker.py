@@ -137,6 +137,7 @@ def answer(engine: Any, request: dict[str, Any], worker: Worker) -> None:
     messages = list(request["messages"])
     if request["system"] is not None and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": request["system"]})
+    messages = fit_context(engine, messages, request["max_new_tokens"])
     config = RequestConfig(stream=True, max_tokens=request["max_new_tokens"],
                            temperature=request["temperature"], top_p=request["top_p"])
     started = time.monotonic()
@@ -157,6 +158,35 @@ def answer(engine: Any, request: dict[str, Any], worker: Worker) -> None:
     reason = "stopped" if worker.is_stopped() else (finish_reason or "stop")
     worker.channel.send("done", id=request["id"], text="".join(parts), finish_reason=reason, tokens=tokens,
                         first_token_seconds=first, seconds=time.monotonic() - started)
+
+
+def fit_context(engine: Any, messages: list[dict[str, Any]], max_new_tokens: int) -> list[dict[str, Any]]:
+    """The conversation without its oldest turns, as far as needed for the prompt to leave room for an
+    answer in the model's context (the system prompt and the last message always stay).
+
+    A chat that outgrows the context goes on, forgetting its beginning, rather than failing."""
+    limit = getattr(engine, "max_model_len", None) or 8192
+    room = max(1, min(max_new_tokens, limit // 4))  # a long max_new_tokens is shortened by swift itself
+    kept = list(messages)
+    while prompt_tokens(engine, kept) + room > limit:
+        first = next((i for i, m in enumerate(kept[:-1]) if m["role"] != "system"), None)
+        if first is None:
+            break  # only the last message is left: swift says why it does not fit
+        del kept[first]
+        while first < len(kept) - 1 and kept[first]["role"] == "assistant":
+            del kept[first]  # a turn goes with its answer
+    return kept
+
+
+def prompt_tokens(engine: Any, messages: list[dict[str, Any]]) -> int:
+    """Tokens of the prompt the template builds (a prompt over the template's own limit counts as too long)."""
+    from swift.infer_engine import InferRequest
+    from swift.template import MaxLengthError
+
+    try:
+        return len(engine.template.encode(InferRequest(messages=messages))["input_ids"])
+    except MaxLengthError:
+        return 1 << 30
 
 
 def load_engine(args: argparse.Namespace, worker: Worker) -> Any:

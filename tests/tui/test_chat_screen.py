@@ -1,8 +1,8 @@
 """The chat screen with real chat workers (a LoRA checkpoint of the tiny model and its base).
 
 One pilot session walks the whole life of a chat, since each worker takes seconds to load:
-loading state, streaming, settings, stop, a crashed worker and its restart, and no process
-left once the app has exited.
+loading state, streaming, settings, Esc stops an answer, ctrl+n drops one, a conversation longer
+than the context, a crashed worker and its restart, and no process left once the app has exited.
 """
 
 from __future__ import annotations
@@ -103,6 +103,50 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
                 messages.index(next(m for m in messages if getattr(m, "event", None) is done[0]))
             answer = pane.query(".bubble.answer").last()
             assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
+
+        # stop: Esc ends the answers being written. Greedy decoding of the random-init base model
+        # rambles until the context is full (~976 tokens), so an Esc pressed once the prompt is taken
+        # lands mid-answer. (This step once timed out inside the full suite: the stopped answer, of a
+        # length that depends on the machine's load, stayed in the history, and a later question then
+        # overflowed the model's 1024-token context and failed. The worker now trims the history.)
+        screen.query_one("#temperature", Input).value = "0"
+        screen.query_one("#max-tokens", Input).value = "1000"
+        done_before = {pane: len(worker_events(messages, pane, Done)) for pane in (tuned, base)}
+        await send(pilot, "tell me a long story")
+        await until(pilot, lambda: screen.query_one("#prompt", Input).value == "" and base.busy,
+                    "the prompt to be taken", timeout=20)
+        await pilot.press("escape")
+        await until(pilot, lambda: all(len(worker_events(messages, pane, Done)) > done_before[pane]
+                                       for pane in (tuned, base)), "both answers to end on screen")
+        stopped = worker_events(messages, base, Done)[-1]
+        assert stopped.finish_reason == "stopped" and stopped.tokens < 976
+        assert text_of(base.query(".bubble.answer").last()).endswith("[stopped]")
+        assert app.screen is screen  # Esc stopped the answers; it did not close the chat
+
+        # ctrl+n during an answer: the answer is dropped with its conversation, and its end (which
+        # arrives later) does not come back as an orphan turn of the new one
+        done_before = {pane: len(worker_events(messages, pane, Done)) for pane in (tuned, base)}
+        await send(pilot, "tell me another long story")
+        await until(pilot, lambda: screen.query_one("#prompt", Input).value == "" and base.busy,
+                    "the prompt to be taken", timeout=20)
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: all(len(worker_events(messages, pane, Done)) > done_before[pane]
+                                       for pane in (tuned, base)), "the dropped answers to end")
+        await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be free")
+        for pane in (tuned, base):
+            assert pane.history == [] and not pane.query(".bubble"), pane.history
+
+        # a conversation longer than the model's context (1024 tokens) loses its oldest turns, not the answer
+        long_turns = [{"role": "user", "content": "tell me about yourself " * 60},
+                      {"role": "assistant", "content": "I am a small model " * 60}] * 3
+        for pane in (tuned, base):
+            pane.history = list(long_turns)  # as if the user had talked that long
+        screen.query_one("#max-tokens", Input).value = "8"
+        await send(pilot, "who are you?")
+        await until(pilot, lambda: len(tuned.history) == len(base.history) == len(long_turns) + 2,
+                    "answers to a conversation longer than the context")
+        for pane in (tuned, base):
+            assert not pane.query(".bubble.error"), text_of(pane.query(".bubble.error").last())
 
         # a crashed worker: a clear message, then ctrl+r brings it back with the conversation kept
         os.kill(tuned.client.pid, signal.SIGKILL)

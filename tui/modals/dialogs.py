@@ -14,6 +14,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.safe import plain
+
 
 class ConfirmScreen(ModalScreen[str | None]):
     """A question with a few answers; Escape answers None."""
@@ -30,7 +32,7 @@ class ConfirmScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
-            yield Static(self.body, classes="dialog-body", markup=False)
+            yield Static(plain(self.body), classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
                 for label, value, variant in self.choices:
                     yield Button(label, id=f"choice-{value}", variant=variant, compact=True)  # type: ignore[arg-type]
@@ -85,7 +87,8 @@ class PathPromptScreen(ModalScreen[Path | None]):
             yield Input(self.initial, id="path-input", compact=True, placeholder="path")
             yield Static("", id="path-error", markup=False)
             if self.suggestions:
-                yield OptionList(*[Option(label, id=path) for label, path in self.suggestions], id="path-suggestions")
+                yield OptionList(*[Option(plain(label), id=path) for label, path in self.suggestions],
+                                 id="path-suggestions")
             yield Static("Enter: accept · Esc: cancel", classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -112,7 +115,7 @@ class PathPromptScreen(ModalScreen[Path | None]):
         path = Path(text.strip()).expanduser()
         problem = self.check(path) if self.check else None
         if problem:
-            self.query_one("#path-error", Static).update(f"✗ {problem}")
+            self.query_one("#path-error", Static).update(plain(f"✗ {problem}"))
             return
         self.dismiss(path)
 
@@ -140,7 +143,7 @@ class TextScreen(ModalScreen[None]):
 
     def _render_text(self) -> Text:
         if not self.diff:
-            return Text(self.text)
+            return plain(self.text)
         text = Text()
         for line in self.text.splitlines():
             style = ""
@@ -152,5 +155,5 @@ class TextScreen(ModalScreen[None]):
                 style = "red"
             elif line.startswith("@@"):
                 style = "cyan"
-            text.append(line + "\n", style=style)
+            text.append_text(plain(line + "\n", style))
         return text

@@ -1,209 +1,26 @@
 """Chat with a model, tokens streaming in; optionally the base model answering beside it.
 
-Each `ChatPane` owns one `ChatClient` (backend/jobs/chat.py): the model loads in a worker
-subprocess, so this screen never imports torch. The client's reader thread posts every
-event to its pane as a `ChatPane.WorkerEvent` (post_message is thread-safe); the pane
-grows the answer chunk by chunk. Starting and killing a worker happen in thread workers,
-so no key ever waits on a process. Escape stops an answer (and, when none is being
+Each model has its `ChatPane` (tui/widgets/chat_pane.py), which owns its worker process.
+Starting and killing a worker happen in thread workers, so no key ever waits on a process. Escape stops an answer (and, when none is being
 written, closes the chat); a crashed worker shows why and ctrl+r starts it again with the
 conversation kept.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.validation import Integer, Number
-from textual.widgets import Footer, Input, Label, LoadingIndicator, Static
+from textual.widgets import Footer, Input, Label
 
-from backend.jobs.chat import (
-    ChatClient, ChatEvent, ChatWorkerError, Chunk, Done, Failed, GenerationSettings, Ready, Status, WorkerDied,
-    printable,
-)
+from backend.jobs.chat import GenerationSettings
 from backend.jobs.targets import ModelTarget, resolve_target
-
-
-class ChatPane(Vertical):
-    """One model's side of the chat: its worker, its conversation, its transcript."""
-
-    class WorkerEvent(Message):
-        """Something the worker said; posted from the client's reader thread."""
-
-        def __init__(self, pane: ChatPane, event: ChatEvent) -> None:
-            super().__init__()
-            self.pane = pane
-            self.event = event
-
-        @property
-        def control(self) -> ChatPane:
-            return self.pane
-
-    class Changed(Message):
-        """The pane became busy, idle, ready or dead (the screen refreshes its key bindings)."""
-
-    def __init__(self, target: ModelTarget, role: str, *, id: str | None = None) -> None:
-        super().__init__(id=id, classes="chat-pane -loading")
-        self.target = target
-        self.role = role
-        self.client = ChatClient(target, on_event=self._from_thread, name=role)
-        self.history: list[dict[str, str]] = []
-        self._answer: Static | None = None
-        self._answer_text = ""
-        self._load_started = 0.0
-        self._status_message = "starting"
-
-    def compose(self) -> ComposeResult:
-        yield Label(f"{self.role}: {self.target.label or self.target.model}", classes="pane-title")
-        with Horizontal(classes="pane-status"):
-            yield LoadingIndicator()
-            yield Static("", classes="status-text")
-        yield VerticalScroll(classes="transcript")
-
-    def on_mount(self) -> None:
-        self.set_interval(0.5, self._tick)
-        self.start_worker()
-
-    def on_unmount(self) -> None:
-        self.client.close()
-
-    # -- the worker
-
-    def _from_thread(self, event: ChatEvent) -> None:
-        self.post_message(self.WorkerEvent(self, event))
-
-    def start_worker(self, restart: bool = False) -> None:
-        """Show the loading state and start (or restart) the model worker off the UI thread."""
-        if restart:
-            self._drop_unanswered(" [interrupted]")
-        self._show_loading()
-        self._spawn(restart)
-
-    @work(thread=True, exclusive=True, group="chat-process", exit_on_error=False)
-    def _spawn(self, restart: bool) -> None:
-        try:
-            if restart:
-                self.client.restart()
-            else:
-                self.client.start()
-        except ChatWorkerError:
-            pass  # the pane was closed meanwhile: nothing to start
-
-    def _show_loading(self) -> None:
-        self._load_started = time.monotonic()
-        self._status_message = "starting the model worker"
-        self.set_class(True, "-loading")
-        self.set_class(False, "-dead")
-        self._tick()
-
-    def _tick(self) -> None:
-        if self.has_class("-loading"):
-            waited = time.monotonic() - self._load_started
-            self._set_status(f"loading the model... {waited:.0f} s ({self._status_message})")
-
-    def _set_status(self, text: str) -> None:
-        self.query_one(".status-text", Static).update(Text(text))
-
-    @property
-    def busy(self) -> bool:
-        return self.client.current_id is not None
-
-    @property
-    def dead(self) -> bool:
-        return self.client.state == "dead"
-
-    # -- talking
-
-    def ask(self, prompt: str, settings: GenerationSettings) -> None:
-        """Add the user's message and ask the worker for the answer (queued while loading)."""
-        if self.dead:
-            self._add("error", "the model worker is not running; ctrl+r restarts it")
-            return
-        self.history.append({"role": "user", "content": prompt})
-        self._add("user", prompt)
-        self._answer_text = ""
-        self._answer = self._add("answer", "...")
-        try:
-            self.client.generate(self.history, settings)
-        except (ChatWorkerError, ValueError) as err:
-            self.history.pop()
-            self._finish_answer(f"(not sent: {err})")
-        self.post_message(self.Changed())
-
-    def stop(self) -> None:
-        self.client.stop()
-
-    def clear(self) -> None:
-        self.history.clear()
-        self.query_one(".transcript", VerticalScroll).remove_children()
-
-    def _add(self, kind: str, text: str) -> Static:
-        bubble = Static(Text(printable(text)), classes=f"bubble {kind}")
-        transcript = self.query_one(".transcript", VerticalScroll)
-        transcript.mount(bubble)
-        transcript.scroll_end(animate=False)
-        return bubble
-
-    def _finish_answer(self, suffix: str = "") -> None:
-        if self._answer is not None:
-            self._answer.update(Text(printable(self._answer_text) + suffix))
-        self._answer = None
-
-    @on(WorkerEvent)
-    def _on_worker_event(self, message: WorkerEvent) -> None:
-        message.stop()
-        event = message.event
-        if isinstance(event, Status):
-            self._status_message = event.message
-            self._tick()
-        elif isinstance(event, Ready):
-            self.set_class(False, "-loading")
-            self._set_status(f"ready - loaded in {event.seconds:.1f} s")
-        elif isinstance(event, Chunk):
-            self._answer_text += event.text
-            if self._answer is not None:
-                self._answer.update(Text(printable(self._answer_text)))
-                self.query_one(".transcript", VerticalScroll).scroll_end(animate=False)
-        elif isinstance(event, Done):
-            self._on_done(event)
-        elif isinstance(event, Failed):
-            self._on_failed(event)
-        elif isinstance(event, WorkerDied):
-            self._on_died(event)
-        self.post_message(self.Changed())
-
-    def _on_done(self, event: Done) -> None:
-        self._answer_text = event.text
-        self._finish_answer(" [stopped]" if event.finish_reason == "stopped" else "")
-        self.history.append({"role": "assistant", "content": event.text})
-        first = f"first token {event.first_token_seconds:.2f} s, " if event.first_token_seconds is not None else ""
-        self._set_status(f"ready - {first}{event.tokens} tokens in {event.seconds:.1f} s")
-
-    def _drop_unanswered(self, suffix: str) -> None:
-        """End an answer that will never come; its question leaves the conversation too."""
-        if self._answer is None:
-            return
-        self._finish_answer(suffix)
-        if self.history and self.history[-1]["role"] == "user":
-            self.history.pop()
-
-    def _on_failed(self, event: Failed) -> None:
-        self._drop_unanswered(" [failed]")
-        self._add("error", event.message)
-
-    def _on_died(self, event: WorkerDied) -> None:
-        self._drop_unanswered(" [interrupted]")
-        self.set_class(False, "-loading")
-        self.set_class(True, "-dead")
-        self._set_status("the model worker stopped - ctrl+r restarts it")
-        self._add("error", event.message)
+from tui.widgets.chat_pane import ChatPane
 
 
 class ChatScreen(Screen[None]):

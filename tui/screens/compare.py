@@ -13,16 +13,18 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header
 
 from backend.series import MetricsStore, load_store
+from tui.safe import plain
 from tui.widgets.metric_plots import CompareLossPlot
 from tui.widgets.units import number, step_of
+from tui.worker_failures import WorkerFailures
 
 
-class CompareScreen(Screen[None]):
+class CompareScreen(WorkerFailures, Screen[None]):
     CSS_PATH = "compare.tcss"
     BINDINGS = [
-        Binding("escape", "back", "Back", id="compare-back", tooltip="Back to the runs list"),
-        Binding("s", "toggle_smoothing", "Smooth", id="compare-smooth", tooltip="EMA-smoothed or raw loss"),
-        Binding("l", "toggle_log", "Log y", id="compare-log", tooltip="Logarithmic loss axis"),
+        Binding("escape", "app.pop_screen", "Back", id="compare-back", tooltip="Back to the runs list"),
+        Binding("s", "toggle('smoothing')", "Smooth", id="compare-smooth", tooltip="EMA-smoothed or raw loss"),
+        Binding("l", "toggle('log_scale')", "Log y", id="compare-log", tooltip="Logarithmic loss axis"),
     ]
 
     smoothing: reactive[bool] = reactive(True, init=False)
@@ -66,10 +68,14 @@ class CompareScreen(Screen[None]):
         for run_dir, store in self.stores.items():
             loss, low, numbers = store.series["loss"], store.series["loss"].minimum(), store.throughput()
             evals = store.eval_loss.last
-            table.add_row(run_dir.name, step_of(numbers.step, numbers.max_steps),
+            table.add_row(plain(run_dir.name), step_of(numbers.step, numbers.max_steps),
                           number(loss.last[1]) if loss.last else "-", number(low[1]) if low else "-",
                           number(evals[1]) if evals else "-")
         self._draw()
+
+    def retry(self) -> None:
+        self.sub_title = "train loss"
+        self._load()
 
     def _draw(self) -> None:
         plot = self.query_one(CompareLossPlot)
@@ -85,12 +91,3 @@ class CompareScreen(Screen[None]):
 
     def watch_log_scale(self) -> None:
         self._draw()
-
-    def action_back(self) -> None:
-        self.app.pop_screen()
-
-    def action_toggle_smoothing(self) -> None:
-        self.smoothing = not self.smoothing
-
-    def action_toggle_log(self) -> None:
-        self.log_scale = not self.log_scale

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -37,6 +36,7 @@ from tui.widgets.dataset_picker import DatasetPickerScreen
 from tui.widgets.model_picker import ModelPickerScreen
 from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS
+from tui.safe import plain
 from tui.screens.launch_files import ProfileFiles
 from tui.screens.launch_support import BUILTIN_TYPES, NARROW_BELOW, hardware_line, launch_summary
 from tui.widgets.dataset_details import DataQuery, DatasetSummary
@@ -46,7 +46,7 @@ from tui.widgets.memory_line import ForecastQuery, MemoryLine
 from tui.widgets.model_details import ModelDetails, ModelQuery
 from tui.widgets.settings_tabs import SettingsTabs
 from tui.widgets.validation_panel import ValidationPanel
-from tui.worker_failures import WorkerFailures
+from tui.worker_failures import WorkerFailures, failure_text
 
 
 class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
@@ -61,6 +61,8 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         Binding("ctrl+o", "open", "Open", id="open", tooltip="Open another profile file"),
         Binding("ctrl+n", "save_as", "Save as", id="save-as", tooltip="Save the profile under a new file name"),
         Binding("ctrl+g", "diff", "Diff", id="diff", tooltip="Differences between the form and the saved file"),
+        Binding("f4", "import_command", "Import", id="import-command",
+                tooltip="Import command…: paste a swift sft/pt command or script as a new profile"),
         Binding("f7", "pick_model", "Model", id="pick-model", tooltip="Choose a model: local, cached, built-in or hub id"),
         Binding("f8", "pick_dataset", "Data", id="pick-dataset", tooltip="Choose a training dataset"),
         Binding("f6", "cycle_details", "Details", id="cycle-details", tooltip="Show problems / command / accelerate config"),
@@ -118,10 +120,13 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             yield Static(id="status-profile", markup=False)
             yield Static(id="status-hardware", markup=False)
         with Horizontal(id="workspace"):
-            beside = {"model.source": ModelDetails(id="model-details").data_bind(query=LaunchScreen.model_query),
-                      "data.train": DatasetSummary(id="dataset-summary").data_bind(query=LaunchScreen.data_query),
-                      "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
-                          query=LaunchScreen.swift_data_query)}
+            beside = {  # shown under their fields, styled as the tab's notes (.tab-info)
+                "model.source": ModelDetails(id="model-details", classes="tab-info").data_bind(
+                    query=LaunchScreen.model_query),
+                "data.train": DatasetSummary(id="dataset-summary", classes="tab-info").data_bind(
+                    query=LaunchScreen.data_query),
+                "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
+                    query=LaunchScreen.swift_data_query)}
             yield SettingsTabs(self.document, beside=beside, id="settings").data_bind(
                 LaunchScreen.revision, LaunchScreen.problems, LaunchScreen.hardware, LaunchScreen.suggestions)
             yield DetailsPane(id="details").data_bind(LaunchScreen.problems, LaunchScreen.plan, LaunchScreen.plan_error)
@@ -174,7 +179,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             return
         doc, p = self.document, self.document.profile
         self.model_query = ModelQuery(p.model.source, p.model.model_type, p.model.template, doc.base_dir)
-        self.data_query = DataQuery((*p.data.train, *p.data.val), p.model.source, p.training.max_length, doc.base_dir)
+        self.data_query = DataQuery((*p.data.train, *p.data.val), doc.base_dir)
         self.swift_data_query = SwiftDataQuery.of(p, doc.base_dir)
         if self.hardware is not None:
             self.forecast_query = ForecastQuery(p.model_copy(deep=True), doc.base_dir, self.hardware)
@@ -203,10 +208,11 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         doc = self.document
         dirty = doc.is_dirty
         status = self.query_one("#status-profile", Static)
-        status.update(f"{doc.profile.name} — {doc.label}{' [example]' if doc.read_only else ''}"
-                      f"{' ● modified' if dirty else ''}")
+        status.update(plain(f"{doc.profile.name} — {doc.label}{' [example]' if doc.read_only else ''}"
+                            f"{' ● modified' if dirty else ''}"))
         status.set_class(dirty, "-dirty")
-        self.query_one("#status-hardware", Static).update(hardware_line(self.hardware))
+        failure = self.failure  # a failed worker of the screen (hardware detection, launch) is said here
+        self.query_one("#status-hardware", Static).update(failure_text(failure) if failure else hardware_line(self.hardware))
 
     @on(SettingsTabs.Changed)
     def _form_changed(self) -> None:
@@ -241,9 +247,10 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         self.hardware = event.hardware
 
     def show_failure(self, message: str) -> None:
-        self.query_one("#status-hardware", Static).update(Text(f"✗ {message} (ctrl+r: retry)", style="red"))
+        self._show_status()
 
     def retry(self) -> None:
+        self._show_status()
         if self.hardware is None:
             self._detect_hardware()
 

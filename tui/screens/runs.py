@@ -7,6 +7,7 @@ app or leaving this screen never stops a run: runs live in their own sessions.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,6 +18,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from backend.runs.layout import RunFolder
 from backend.runs.manager import RunSummary, delete_run, list_runs, resume_run, stop_run, summarize
 from tui.modals.dialogs import ConfirmModal
+from tui.safe import plain
+from tui.worker_failures import WorkerFailures, failure_text
 from tui.widgets.units import duration, number, step_of
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
@@ -27,7 +30,7 @@ STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yello
                 "damaged": "bold magenta"}
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(WorkerFailures, Screen[None]):
     CSS_PATH = "runs.tcss"
     BINDINGS = [
         Binding("enter", "open", "Open", id="runs-open", tooltip="Monitor the run under the cursor"),
@@ -126,12 +129,20 @@ class RunsScreen(Screen[None]):
                 if was != now:
                     table.update_cell(key, column, now)
 
-    def _cells(self, summary: RunSummary) -> tuple[str, ...]:
+    def _cells(self, summary: RunSummary) -> tuple[str | Text, ...]:
         state = summary.state
-        status = f"[{STATUS_STYLE.get(state.status, '')}]{state.status}[/]"
-        return ("●" if str(summary.run.path) in self.marked else " ", status, summary.run.run_id, state.profile_name,
+        status = plain(state.status, STATUS_STYLE.get(state.status, ""))  # names from files are never markup
+        return ("●" if str(summary.run.path) in self.marked else " ", status, plain(summary.run.run_id),
+                plain(state.profile_name),
                 step_of(summary.step, summary.max_steps), number(summary.loss),
                 duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-")
+
+    def show_failure(self, message: str) -> None:
+        self.query_one("#runs-note", Static).update(failure_text(message))
+
+    def retry(self) -> None:
+        self.query_one("#runs-note", Static).update(KEEP_GOING)
+        self.action_reload()
 
     def _cursor_key(self) -> str | None:
         table = self.query_one(DataTable)

@@ -1,14 +1,12 @@
-"""The Data tab's report on every train/val entry: rows, malformed rows, lengths, tokens, a preview.
+"""The Data tab's report on every train/val entry: rows, malformed rows, lengths, a preview.
 
-The widget owns its scan: the screen binds `query` (the dataset entries, the model whose
-tokenizer counts tokens, max_length) and a thread worker reads each file, then counts tokens
-in a child process. Each step posts a new tuple of new reports (never the same objects
-changed), so what is shown always follows what was found.
+The widget owns its scan: the screen binds `query` (the dataset entries and the folder they are
+relative to) and a thread worker reads each file. Each step posts a new tuple holding new reports (never
+the same objects changed), so what is shown always follows what was found.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from backend.inspect_data import DatasetReport, parse_ref, scan_dataset
+from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
 from tui.widgets.dataset_picker import report_text
 from tui.worker_failures import WorkerFailures, failure_text
 
@@ -29,21 +27,11 @@ class DataQuery:
     """What the profile says about its data."""
 
     refs: tuple[str, ...]
-    model_source: str
-    max_length: int
     base_dir: Path
 
 
 class DatasetSummary(WorkerFailures, Static):
     """One report per dataset entry, in profile order."""
-
-    DEFAULT_CSS = """
-    DatasetSummary {
-        height: auto;
-        padding: 0 1;
-        background: $boost;
-    }
-    """
 
     query: reactive[DataQuery | None] = reactive(None, init=False)
     """The entries to report on (bound to the screen's)."""
@@ -85,14 +73,13 @@ class DatasetSummary(WorkerFailures, Static):
 
     @work(thread=True, exclusive=True, group="dataset-scan", exit_on_error=False, description="Scanning the datasets")
     def _scan(self, query: DataQuery, stop: threading.Event) -> None:
-        reports = tuple(DatasetReport(parse_ref(ref, query.base_dir)) for ref in query.refs)
-        self.post_message(self.Scanned(query, reports))
-        reports = tuple(dataclasses.replace(r, scan=scan_dataset(r.ref.path, stop=stop))
-                        if r.ref.path is not None and not r.ref.problem and not stop.is_set() else r
-                        for r in reports)
-        if stop.is_set():
-            return
-        self.post_message(self.Scanned(query, reports))  # tokens: swift's own report (tui/widgets/swift_report.py)
+        reports = [DatasetReport(parse_ref(ref, query.base_dir)) for ref in query.refs]
+        self.post_message(self.Scanned(query, tuple(reports)))  # the entries at once, "scanning…" each
+        for index, ref in enumerate(query.refs):
+            if stop.is_set():
+                return
+            reports[index] = inspect_ref(ref, base_dir=query.base_dir, stop=stop)  # a new report, never changed
+            self.post_message(self.Scanned(query, tuple(reports)))  # tokens: swift's own report (swift_report.py)
 
     @on(Scanned)
     def _scanned(self, event: Scanned) -> None:

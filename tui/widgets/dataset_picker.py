@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 from backend.inspect_data import SUFFIXES, DatasetReport, Message as ChatMessage, inspect_ref, looks_like_dataset
 from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX
 from tui.command_text import display_path
+from tui.worker_failures import WorkerFailures, failure_text
 
 PREVIEW_CHARS = 160
 MAX_LISTED_FILES = 200
@@ -102,7 +103,7 @@ def _walk(folder: Path, depth: int, seen: set[Path]) -> Iterator[Path]:
             yield from _walk(entry, depth - 1, seen)
 
 
-class DatasetPickerScreen(ModalScreen[str | None]):
+class DatasetPickerScreen(WorkerFailures, ModalScreen[str | None]):
     """Pick a shipped or local dataset, or type a path / hub id (`#N` samples N rows)."""
 
     BINDINGS = [
@@ -137,6 +138,15 @@ class DatasetPickerScreen(ModalScreen[str | None]):
             yield OptionList(*options, id="dataset-list")
             yield Static("", id="dataset-preview")
             yield Static("↑↓ choose · Enter: use · Esc: cancel", classes="dialog-hint")
+
+    def show_failure(self, message: str) -> None:
+        self.query_one("#dataset-list", OptionList).add_option(Option(failure_text(message), disabled=True))
+
+    def retry(self) -> None:
+        self._find_files()
+        option = self.query_one("#dataset-list", OptionList).highlighted_option
+        if option is not None and option.id:
+            self._scan(option.id, self._stop)
 
     def on_mount(self) -> None:
         self.query_one("#dataset-list", OptionList).focus()

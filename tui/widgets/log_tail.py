@@ -11,6 +11,7 @@ from textual.widgets import RichLog, Static
 
 from backend.runs.diagnose import Diagnosis
 from tui.feed import LogLine
+from tui.safe import plain
 from tui.widgets.quiet import show_text
 
 STYLES = {"error": "bold red", "warning": "yellow", "": ""}
@@ -47,7 +48,7 @@ class LogTail(Vertical):
     def add_lines(self, lines: Iterable[LogLine]) -> None:
         log = self.query_one(RichLog)
         for line in lines:
-            log.write(Text(line.text, style=STYLES.get(line.level, "")))
+            log.write(plain(line.text, style=STYLES.get(line.level, "")))
 
     def set_diagnosis(self, diagnosis: Diagnosis | None, fallback: str | None = None) -> None:
         """One line: what went wrong and what to do; `fallback` when the log shows nothing known."""

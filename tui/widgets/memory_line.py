@@ -1,8 +1,8 @@
-"""One line of memory forecast under the form, from the memory planner when it is installed.
+"""One line of memory forecast under the form, from the memory planner (backend/estimate/).
 
 The line owns its forecast: the screen binds `query` (the profile, its folder, the hardware)
-and `forecast_summary` runs in a thread worker (it reads config.json). Without the planner
-the line stays hidden: never a number that was not computed.
+and `forecast_summary` runs in a thread worker (it reads config.json). Until a forecast is
+there the line stays hidden: never a number that was not computed.
 """
 
 from __future__ import annotations
@@ -26,19 +26,8 @@ from tui.worker_failures import WorkerFailures
 GIB = 2**30
 
 
-def planner_available() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("backend.estimate.forecast") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo) -> str | None:
-    """'Memory forecast: …' for the profile, None when the planner is not installed."""
-    if not planner_available():
-        return None
+def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo) -> str:
+    """'Memory forecast: …' for the profile (the planner is imported here, in the worker, not at start-up)."""
     from backend.estimate.forecast import forecast_for_profile
 
     if model_dir is None or not (model_dir / "config.json").is_file():

@@ -44,14 +44,6 @@ class ModelQuery:
 class ModelDetails(WorkerFailures, Static):
     """Shape rows and swift's model_type/template, for the model of `query`."""
 
-    DEFAULT_CSS = """
-    ModelDetails {
-        height: auto;
-        padding: 0 1;
-        background: $boost;
-    }
-    """
-
     query: reactive[ModelQuery | None] = reactive(None, init=False)
     """The model to describe (bound to the screen's)."""
     info: reactive[ModelInfo | None] = reactive(None, init=False)

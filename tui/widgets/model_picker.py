@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.worker_failures import WorkerFailures, failure_text
 from backend.models import ModelInfo, SwiftInference, discover_models, exact_info
 
 ORIGIN_LABELS = {"builtin": "built-in", "local": "local", "hf-cache": "HF cache", "modelscope-cache": "ModelScope",
@@ -65,7 +66,7 @@ def _inference_text(inference: SwiftInference) -> Text:
     return text
 
 
-class ModelPickerScreen(ModalScreen[str | None]):
+class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
     """Pick a discovered model or type a hub id / folder; returns the profile's `model.source`."""
 
     BINDINGS = [
@@ -92,6 +93,14 @@ class ModelPickerScreen(ModalScreen[str | None]):
             yield OptionList(Option("scanning local folders and caches…", disabled=True), id="model-list")
             yield Static("", id="model-preview")
             yield Static("↑↓ choose · Enter: use · Esc: cancel", classes="dialog-hint")
+
+    def show_failure(self, message: str) -> None:
+        options = self.query_one("#model-list", OptionList)
+        options.clear_options()
+        options.add_option(Option(failure_text(message), disabled=True))
+
+    def retry(self) -> None:
+        self._scan()
 
     def on_mount(self) -> None:
         self.query_one("#model-list", OptionList).focus()

@@ -16,6 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.validate import Problem
+from tui.safe import shown_as_is
 
 
 class ValidationPanel(Vertical):
@@ -77,10 +78,10 @@ class ValidationPanel(Vertical):
         error = problem.severity == "error"
         text = Text()
         text.append("✗ " if error else "! ", style="bold red" if error else "bold yellow")
-        text.append(problem.field, style="bold")
-        text.append(f"  {problem.message}\n")
+        text.append(shown_as_is(problem.field), style="bold")
+        text.append(f"  {shown_as_is(problem.message)}\n")
         text.append("  fix: ", style="dim")
-        text.append(problem.fix, style="italic")
+        text.append(shown_as_is(problem.fix), style="italic")
         return text
 
     def lines(self) -> list[str]:
