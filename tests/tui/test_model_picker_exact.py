@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
+import json
 import time
 from pathlib import Path
 
@@ -36,7 +36,10 @@ async def _until(pilot, condition, timeout: float) -> None:
 async def test_gemma_estimate_becomes_the_exact_count_without_blocking(tmp_path: Path) -> None:
     folder = tmp_path / "work" / "gemma-2-2b"
     folder.mkdir(parents=True)
-    shutil.copy(GEMMA, folder / "config.json")
+    # a config of its own (the oracle cache is shared by the session): gemma-2-2b's, one key added
+    config = json.loads(GEMMA.read_text())
+    config["workbench_test_folder"] = str(tmp_path)
+    (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes(b"")
     app = PickerApp([tmp_path / "work"])
     async with app.run_test(size=(140, 40)) as pilot:
