@@ -45,7 +45,7 @@ from tui.worker_failures import WorkerFailures
 from tui.widgets.alerts_panel import AlertsPanel
 from tui.widgets.log_tail import LogTail
 from tui.widgets.memory_panel import MemoryPanel
-from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot, MetricPlot
+from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot, MetricPlot, pixel_thin, round_limits
 from tui.widgets.quiet import show_text, sparkline
 from tui.widgets.run_progress import RunProgress
 from tui.widgets.units import number
@@ -56,6 +56,7 @@ COMPACT_WIDTH, COMPACT_HEIGHT = 120, 36
 KEEP_GOING = "closing the app or this screen never stops the run"
 DEFAULT_REFRESH_SECONDS = 1.0
 REFRESH_CHOICES = (0.5, 1.0, 2.0, 5.0, 10.0)
+POINTS_ASKED = 4096  # points asked of the store before thinning them per pixel column
 READING_REPORT_SECONDS = 0.5  # while a backlog is read, how often the "reading N %" line moves
 
 
@@ -363,13 +364,31 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         with the points it joins (a 160x48 frame stays under 50 ms)."""
         return max(60, min(400, self.query_one(plot_id).size.width))
 
+    def _x_range(self, store: MetricsStore) -> tuple[float, float] | None:
+        """The x axis of every plot: the whole run (0 to max_steps, or a round number past the newest
+        step) so that a new step adds a column instead of moving them all; a zoom follows the newest step."""
+        last = store.series["loss"].last or store.series["learning_rate"].last
+        if self.zoom or last is None:
+            return None
+        max_steps = (store.last_log or {}).get("max_steps") or (store.run_begin or {}).get("max_steps")
+        if isinstance(max_steps, (int, float)) and max_steps >= last[0]:
+            return 0.0, float(max_steps)
+        return 0.0, round_limits(0.0, float(last[0]))[1]
+
+    def _points(self, series, plot_id: str, xlim: tuple[float, float] | None) -> tuple:
+        """The series' points for a plot: per pixel column of a fixed x axis, else thinned by the store."""
+        n = self._max_points(plot_id)
+        if xlim is None:
+            return series.points(self.zoom, n)
+        return pixel_thin(series.points(self.zoom, POINTS_ASKED), xlim[0], xlim[1], n)
+
     def _draw_loss(self, store: MetricsStore) -> None:
-        n, loss = self._max_points("#loss-plot"), store.series["loss"]
-        train = loss.points(self.zoom, n)
-        smooth = store.loss_smooth.points(self.zoom, n) if self.smoothing else None
-        evals = store.eval_loss.points(self.zoom, n)
+        loss, xlim = store.series["loss"], self._x_range(store)
+        train = self._points(loss, "#loss-plot", xlim)
+        smooth = self._points(store.loss_smooth, "#loss-plot", xlim) if self.smoothing else None
+        evals = self._points(store.eval_loss, "#loss-plot", xlim)
         zoom = f"last {self.zoom} steps" if self.zoom else "all steps"
-        self.query_one(LossPlot).show(train, smooth, evals, log_scale=self.log_scale,
+        self.query_one(LossPlot).show(train, smooth, evals, log_scale=self.log_scale, xlim=xlim,
                                       title=f"{zoom}{' · log y' if self.log_scale else ''}")
         self._spark("#loss-spark", train)
         if loss.last is None:
@@ -384,10 +403,9 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         show_text(self.query_one("#loss-summary", Static), " · ".join(p for p in parts if p))
 
     def _draw_lr(self, store: MetricsStore) -> None:
-        n = self._max_points("#lr-plot")
-        lr, grad = store.series["learning_rate"], store.series["grad_norm"]
-        grad_points = grad.points(self.zoom, n)
-        self.query_one(LrGradPlot).show(lr.points(self.zoom, n), grad_points, title="")
+        lr, grad, xlim = store.series["learning_rate"], store.series["grad_norm"], self._x_range(store)
+        grad_points = self._points(grad, "#lr-plot", xlim)
+        self.query_one(LrGradPlot).show(self._points(lr, "#lr-plot", xlim), grad_points, title="", xlim=xlim)
         self._spark("#lr-spark", grad_points, "grad ")
         parts = []
         if lr.last:
@@ -408,10 +426,10 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         if no_scaler:
             show_text(summary, f"no loss scaler: {store.scaler_reason or 'the run did not say why'}")
             return
-        scale = store.series["loss_scale"]
-        n = self._max_points("#scale-plot")
-        scale_points = scale.points(self.zoom, n)
-        self.query_one(LossScalePlot).show(scale_points, store.overflows.points(self.zoom, n), title="")
+        scale, xlim = store.series["loss_scale"], self._x_range(store)
+        scale_points = self._points(scale, "#scale-plot", xlim)
+        self.query_one(LossScalePlot).show(scale_points, self._points(store.overflows, "#scale-plot", xlim),
+                                           title="", xlim=xlim)
         self._spark("#scale-spark", scale_points)
         show_text(summary, f"{store.scaler}: scale {_scale_text(scale.last[1] if scale.last else None)} · "
                        f"{store.overflow_total} overflows · {store.skipped_total} skipped steps")

@@ -11,7 +11,6 @@ from textual.widgets import RichLog, Static
 
 from backend.runs.diagnose import Diagnosis
 from tui.feed import LogLine
-from tui.safe import plain
 from tui.widgets.quiet import show_text
 
 STYLES = {"error": "bold red", "warning": "yellow", "": ""}
@@ -32,6 +31,7 @@ class LogTail(Vertical):
         RichLog {
             height: 1fr;
             background: $surface;
+            overflow-x: hidden;
         }
     }
     """
@@ -47,8 +47,11 @@ class LogTail(Vertical):
 
     def add_lines(self, lines: Iterable[LogLine]) -> None:
         log = self.query_one(RichLog)
+        lines = list(lines)
         for line in lines:
-            log.write(plain(line.text, style=STYLES.get(line.level, "")))
+            log.write(Text(line.text, style=STYLES.get(line.level, "")), scroll_end=False)
+        if lines and log.auto_scroll:
+            log.scroll_end(animate=False, immediate=True)
 
     def set_diagnosis(self, diagnosis: Diagnosis | None, fallback: str | None = None) -> None:
         """One line: what went wrong and what to do; `fallback` when the log shows nothing known."""

@@ -1,20 +1,31 @@
 """The memory panel: each GPU (NVML), host RAM, the run's process tree, the trainer's own counters.
 
-It repaints only when a figure as printed (rounded) changes: a new sample whose rounded
-figures are those already shown sends nothing to the terminal."""
+It repaints only when a figure as printed (rounded) changes, and then only the line that
+holds it: each line is its own widget, so a new sample whose rounded figures are those
+already shown sends nothing to the terminal, and a new host RAM figure sends one line."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.widgets import Static
 
 from backend.estimate.measured import comparable_forecasts, error_percent
 from backend.system_monitor import SystemSample
+from tui.widgets.quiet import show_text
 from tui.widgets.units import size
+
+MAX_LINES = 24  # GPUs, host, run tree, trainer counters, forecast
+
+
+def _grid(rows: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Rows as aligned columns, one space apart (as a grid table prints them)."""
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(len(r) for r in rows))]
+    return [" ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
 def _share(used: int | None, total: int | None) -> str:
@@ -23,22 +34,24 @@ def _share(used: int | None, total: int | None) -> str:
     return f"{size(used)} / {size(total)} ({used / total:.0%})"
 
 
-class MemoryPanel(Static):
+class MemoryPanel(Vertical):
     """Shows the newest SystemSample and the memory the trainer reported in its log events."""
 
     DEFAULT_CSS = """
     MemoryPanel {
         height: 1fr;
         padding: 0 1;
+        & > Static { height: auto; }
     }
     """
 
     def __init__(self, forecast: dict[str, Any] | None = None, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
-        super().__init__("sampling...", name=name, id=id, classes=classes)
+        super().__init__(name=name, id=id, classes=classes)
         self.sample: SystemSample | None = None
         self.trainer: dict[str, Any] | None = None
         self.forecast = forecast
+        self._texts: list[Text] = []
         self.shown_view: tuple[Any, ...] | None = None  # the figures as printed, to skip unchanged repaints
 
     def show(self, sample: SystemSample | None, last_log: dict[str, Any] | None) -> None:
@@ -46,7 +59,26 @@ class MemoryPanel(Static):
         view = self._view()
         if view != self.shown_view:
             self.shown_view = view
-            self.update(self._render_panel(view))
+            self._show_lines(self._lines(view))
+
+    def compose(self) -> ComposeResult:
+        for _ in range(MAX_LINES):
+            yield Static("", markup=False)
+
+    def on_mount(self) -> None:
+        self._show_lines(self._lines(self._view()))
+
+    @property
+    def content(self) -> Group:
+        """What the panel shows, as one renderable."""
+        return Group(*self._texts)
+
+    def _show_lines(self, texts: list[Text]) -> None:
+        self._texts = texts
+        for line, widget in enumerate(self.query_children(Static)):
+            text = texts[line] if line < len(texts) else Text("")
+            show_text(widget, text)
+            widget.display = line < len(texts)
 
     def _view(self) -> tuple[Any, ...]:
         """Every figure the panel prints, as printed: (gpu error, gpu rows, host rows, text lines)."""
@@ -61,9 +93,9 @@ class MemoryPanel(Static):
         return sample.gpu_error or "", gpus, host, lines
 
     @staticmethod
-    def _render_panel(view: tuple[Any, ...]) -> Group:
+    def _lines(view: tuple[Any, ...]) -> list[Text]:
         gpu_error, gpus, host, lines = view
-        parts: list[Any] = []
+        parts: list[Text] = []
         if gpu_error is None:
             parts.append(Text("sampling...", style="dim"))
         else:
@@ -71,12 +103,9 @@ class MemoryPanel(Static):
                 parts.append(Text(gpu_error, style="yellow"))
             for rows in (gpus, host):
                 if rows:
-                    table = Table.grid(padding=(0, 1))
-                    for row in rows:
-                        table.add_row(*row)
-                    parts.append(table)
+                    parts.extend(Text(line) for line in _grid(rows))
         parts.extend(Text(plain, style=style) for plain, style in lines)
-        return Group(*parts)
+        return parts[:MAX_LINES]
 
     @staticmethod
     def _gpu_row(gpu: Any) -> tuple[str, ...]:

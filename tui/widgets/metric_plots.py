@@ -8,6 +8,10 @@ until then it keeps showing the previous one. Only a change of size (or theme) m
 Terminal traffic: data equal to what is drawn builds nothing; a new figure is compared cell
 by cell with the drawn one and only the cells that changed are repainted (a new point that
 moves no dot writes nothing to the terminal; one that does writes a few cells, not the plot).
+For that the axes hold still: the x axis spans the whole run (to max_steps when known, else a
+round number ahead), the y axis has round limits that move only when a value leaves them, and
+the points are thinned per pixel column of that fixed axis (`pixel_thin`), so a new point
+changes the last column, not every column.
 """
 
 from __future__ import annotations
@@ -89,6 +93,35 @@ def _array(values: Sequence[float]) -> Any:
     return np.ascontiguousarray(values, dtype=float)
 
 
+def round_limits(low: float, high: float) -> tuple[float, float]:
+    """Round limits around [low, high] (a power of ten of the span): new values rarely move them."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return low, high
+    span = high - low or abs(high) or 1.0
+    step = 10 ** math.floor(math.log10(span))
+    return math.floor(low / step) * step, math.ceil(high / step) * step if high > low else low + step
+
+
+def pixel_thin(points: Points, low: float, high: float, columns: int) -> Points:
+    """At most the lowest and highest point of each of `columns` pixel columns over a fixed [low, high]
+    (and the last point): a finished column never changes, so older parts of a plot hold still."""
+    import numpy as np
+
+    xs, ys = np.asarray(points[0], dtype=float), np.asarray(points[1], dtype=float)
+    if len(xs) <= columns:
+        return points
+    column = np.clip(((xs - low) / max(high - low, 1e-12) * columns).astype(np.int64), 0, columns - 1)
+    order = np.lexsort((ys, column))
+    starts = np.unique(column[order], return_index=True)[1]
+    ends = np.append(starts[1:] - 1, len(order) - 1)
+    keep = np.unique(np.concatenate([order[starts], order[ends], [len(xs) - 1]]))
+    return xs[keep].tolist(), ys[keep].tolist()
+
+
+def _finite(*series: Points | None) -> list[float]:
+    return [y for points in series if points for y in points[1] if math.isfinite(y)]
+
+
 class MetricPlot(PlotextPlot):
     """A plot whose figure is described by `shown` (+ options) and drawn by `draw(plt)`."""
 
@@ -126,8 +159,19 @@ class MetricPlot(PlotextPlot):
     def _draw_axes(plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         plt.title(options.get("title", ""))
         xs = [x for points in shown.values() if points for x in points[0]]
-        if xs:
+        if options.get("xlim"):
+            low, high = options["xlim"]
+            plt.xlim(low, high)
+            plt.xticks(step_ticks(low, high))
+        elif xs:
             plt.xticks(step_ticks(min(xs), max(xs)))
+
+    @staticmethod
+    def _hold_y(plt: Plot, values: list[float], yside: str | None = None) -> None:
+        """Round y limits (a linear axis): the plot rescales only when a value leaves them."""
+        if values:
+            low, high = round_limits(min(values), max(values))
+            plt.ylim(low, high, yside=yside) if yside else plt.ylim(low, high)
 
     # ------------------------------------------------------------ building
 
@@ -179,11 +223,12 @@ class LossPlot(MetricPlot):
     def log_scale(self) -> bool:
         return bool(self.options.get("log_scale"))
 
-    def show(self, train: Points, smooth: Points | None, evals: Points, *, log_scale: bool, title: str) -> None:
+    def show(self, train: Points, smooth: Points | None, evals: Points, *, log_scale: bool, title: str,
+             xlim: tuple[float, float] | None = None) -> None:
         if log_scale:
             train, evals = _positive(train), _positive(evals)
             smooth = _positive(smooth) if smooth else None
-        self._show({"log_scale": log_scale, "title": title}, train=train, smooth=smooth, evals=evals)
+        self._show({"log_scale": log_scale, "title": title, "xlim": xlim}, train=train, smooth=smooth, evals=evals)
 
     def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         train, smooth, evals = shown.get("train"), shown.get("smooth"), shown.get("evals")
@@ -194,14 +239,16 @@ class LossPlot(MetricPlot):
         if evals and evals[0]:
             plt.scatter(evals[0], evals[1], marker="●", color="green", label="eval")
         plt.yscale("log" if options.get("log_scale") else "linear")
+        if not options.get("log_scale"):
+            self._hold_y(plt, _finite(train, smooth, evals))
         self._draw_axes(plt, shown, options)
 
 
 class LrGradPlot(MetricPlot):
     """Learning rate (left axis) and gradient norm (right axis)."""
 
-    def show(self, lr: Points, grad: Points, *, title: str) -> None:
-        self._show({"title": title}, lr=lr, grad=grad)
+    def show(self, lr: Points, grad: Points, *, title: str, xlim: tuple[float, float] | None = None) -> None:
+        self._show({"title": title, "xlim": xlim}, lr=lr, grad=grad)
 
     def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         lr, grad = shown.get("lr"), shown.get("grad")
@@ -209,14 +256,17 @@ class LrGradPlot(MetricPlot):
             plt.plot(lr[0], lr[1], marker=LINE, color="magenta", label="lr", yside="left")
         if grad and grad[0]:
             plt.plot(grad[0], grad[1], marker=LINE, color="yellow", label="grad norm", yside="right")
+            self._hold_y(plt, _finite(grad), yside="right")
+        if lr and lr[0]:
+            self._hold_y(plt, _finite(lr), yside="left")
         self._draw_axes(plt, shown, options)
 
 
 class LossScalePlot(MetricPlot):
     """The dynamic loss scale on a log2 axis, with a red mark at every overflow (skipped step)."""
 
-    def show(self, scale: Points, overflows: Points, *, title: str) -> None:
-        self._show({"title": title}, scale=scale, overflows=overflows)
+    def show(self, scale: Points, overflows: Points, *, title: str, xlim: tuple[float, float] | None = None) -> None:
+        self._show({"title": title, "xlim": xlim}, scale=scale, overflows=overflows)
 
     def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         xs, ys = _positive(shown.get("scale") or ([], []))

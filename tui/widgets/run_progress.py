@@ -38,7 +38,9 @@ class RunProgress(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("…", id="run-status")
-        yield ProgressBar(total=None, show_eta=False, id="run-bar")
+        bar = ProgressBar(total=None, show_eta=False, id="run-bar")
+        bar.display = False  # shown once the run's length is known
+        yield bar
         yield Static("", id="run-numbers", markup=False)
 
     def show(self, state: RunState | None, numbers: Throughput, now: float) -> None:
@@ -52,6 +54,8 @@ class RunProgress(Horizontal):
             bar.update(total=numbers.max_steps, progress=numbers.step or 0)
         elif state is not None and not state.is_active:
             bar.update(total=1, progress=0)  # ended before its first step: no bouncing bar
+        # no bouncing bar while the length is unknown either: its animation is 15 frames a second over SSH
+        bar.display = bar.total is not None
         parts = [
             f"step {step_of(numbers.step, numbers.max_steps)}",
             f"elapsed {duration(elapsed_seconds(state, now))}",
