@@ -176,12 +176,14 @@ def test_unknown_architecture_is_answered_as_data_and_labelled_estimated(tmp_pat
                for note in shape.notes)
 
 
-def test_first_shape_asks_a_child_then_the_cache_answers_fast() -> None:
+def test_first_shape_asks_a_child_then_the_cache_answers_fast(tmp_path) -> None:
+    # a config of its own: the session's oracle cache is shared by every test
+    (tmp_path / "config.json").write_text(json.dumps({**_config("gemma2_2b"), "workbench_test_folder": str(tmp_path)}))
     seen: list[str] = []
-    first = exact_shape(FIXTURES / "gemma2_2b", progress=seen.append)
+    first = exact_shape(tmp_path, progress=seen.append)
     assert first.exact and first.total_params == HAND["gemma2_2b"]
     assert any("first time" in line for line in seen)  # announced
     started = time.perf_counter()
-    again = cached_shape(FIXTURES / "gemma2_2b")
+    again = cached_shape(tmp_path)
     assert again == first
     assert time.perf_counter() - started < 1.0  # no child (the bench measures the real figure)
