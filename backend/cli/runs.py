@@ -147,10 +147,19 @@ def runs() -> None:
 
 
 def status(
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")],
+    run_ref: Annotated[str | None, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    line: Annotated[bool, typer.Option("--line", help="One short line over every running run and unseen "
+                                       "alerts, for tmux's status-right or a shell prompt.")] = False,
 ) -> None:
     """State of one run: status, progress, loss, failure reason, memory forecast vs measured."""
+    if line:  # `workbench status --line` alone takes a faster path in backend/cli/__init__.py
+        from backend.watch.inbox import main as status_line
+
+        raise typer.Exit(status_line())
+    if run_ref is None:
+        err_console.print("name a run (`workbench runs` lists them), or use --line", highlight=False, markup=False)
+        raise typer.Exit(2)
     folder = find_run_or_exit(run_ref)
     s = summarize(folder)
     from backend.runs.memory_report import memory_comparison
