@@ -29,7 +29,7 @@ def open_tui(
         Path | None, typer.Option("--profile", "-p", help="Profile to open (default: profiles/quickstart.toml).")
     ] = None,
     refresh: Annotated[
-        float | None, typer.Option("--refresh", min=0.1, help="Seconds between monitor updates (default 1; "
+        float | None, typer.Option("--refresh", min=0.1, help="Seconds between monitor updates (default 2; "
                                    "5 on a slow SSH link). Key i changes it in the app.")
     ] = None,
     low_bandwidth: Annotated[

@@ -149,7 +149,11 @@ class MetricPlot(PlotextPlot):
     @property
     def up_to_date(self) -> bool:
         """The newest data is what the widget shows (or it is hidden, with nothing to show)."""
-        return not self.size.area or (self.built is not None and self.built[0] == self._key())
+        return not self.size.area or not self.has_data or (self.built is not None and self.built[0] == self._key())
+
+    @property
+    def has_data(self) -> bool:
+        return any(points and len(points[0]) for points in self.shown.values())
 
     def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         """Put `shown` on a fresh figure (subclasses)."""
@@ -209,6 +213,8 @@ class MetricPlot(PlotextPlot):
         self.refresh()
 
     def render(self) -> RenderResult:
+        if not self.has_data:
+            return Text("")  # nothing to plot yet: no empty axes painted first and then again with data
         key = self._key()
         if self.built is not None and self.built[0][:3] == key[:3]:
             return self.built[1]  # same size and theme: current, or the newest until its successor lands
