@@ -61,7 +61,8 @@ async def test_loss_lr_progress_and_no_scaler_panel_match_the_file(tmp_path: Pat
 
         state = run.read_state()
         numbers = text_of(screen, "#run-numbers")
-        assert "step 40/40" in numbers and f"elapsed 0m{int(state.ended_at - state.started_at):02d}s" in numbers
+        took = int(state.ended_at - state.started_at)  # as recorded in state.json (13 min 3 s on a loaded machine)
+        assert "step 40/40" in numbers and f"elapsed {took // 60}m{took % 60:02d}s" in numbers
         assert f"{logs[-1]['tokens_per_second']:.4g} tok/s" in numbers
         assert str(screen.query_one("#run-status").content) == "finished"
 
