@@ -1,11 +1,14 @@
-"""From a finished run's monitor: merge the LoRA (a real `swift export` job) and open the chat."""
+"""From a finished run's monitor: merge the LoRA (a real `swift export` job), open the chat with the merged
+model as the merge's notification offers (t), and see its answer stream in."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from run_fixtures import REPO, wait_for
+from textual.widgets import Input, Label
 
 from backend.jobs.merge import read_merged_model
 from backend.profile import load_profile
@@ -34,5 +37,33 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
                        what="the merge to finish")
         model = read_merged_model(merged)
         assert model is not None and (merged / "config.json").is_file()
-        await pilot.press("t")
+        await pilot.press("t")  # the notification said: press t to chat (with the merged model)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), what="the chat screen")
+        chat = pilot.app.screen
+        (pane,) = chat.panes()
+        if pane.target.model != str(merged):
+            pytest.xfail(f"t opened {pane.target.label} (the newest checkpoint, an adapter), not the merged model "
+                         "the notification offers: MonitorScreen.action_chat chats with the run's checkpoint")
+        assert str(pane.query_one(".pane-title", Label).content) == f"fine-tuned: {run.run_id} checkpoint-10-merged"
+        assert pane.target.adapters == ()  # the merged weights alone, no LoRA applied at run time
+        await wait_for(pilot, lambda: not pane.has_class("-loading"), timeout=240, what="the merged model to load")
+        assert not pane.dead
+        chat.query_one("#temperature", Input).value = "0"
+        chat.query_one("#max-tokens", Input).value = "200"
+        chat.query_one("#prompt", Input).focus()
+        await pilot.press(*"who are you?", "enter")
+        await wait_for(pilot, lambda: pane.busy, what="the question to be sent")
+        shown: list[str] = []  # the answer bubble as it grows on screen
+        deadline = time.monotonic() + 180
+        while pane.busy:
+            assert time.monotonic() < deadline, f"no end of the answer in 180 s: {shown[-1:]}"
+            bubbles = pane.query(".bubble.answer")
+            if bubbles:
+                shown.append(str(bubbles.last().content))
+            await pilot.pause(0.01)
+        await pilot.pause()
+        final = str(pane.query(".bubble.answer").last().content)
+        assert final.strip() and final != "..."
+        partial = [text for text in shown if text not in ("...", final)]
+        assert partial and all(final.startswith(text) for text in partial), \
+            f"the answer never showed in part before its end: {shown[:5]} ... {final!r}"
