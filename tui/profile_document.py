@@ -23,6 +23,7 @@ from tui.command_text import display_path
 from tui.profile_fields import get_value, is_visible, set_value
 
 REBASED_FIELDS = ("model.source", "data.train", "data.val", "output.output_dir")
+BUILTIN_TYPES = ("qwen2", "qwen")  # what swift must be told for the built-in models
 
 
 class SaveRefused(Exception):
@@ -102,6 +103,24 @@ class ProfileDocument:
         """Text that could not even be parsed (the profile keeps its value)."""
         self.refused[path] = message
         self.revision += 1
+
+    def choose_model(self, source: str) -> str | None:
+        """Take a model from the picker; what else changed with it, when something did.
+
+        swift cannot infer model_type/template for the built-in models: they are set with one,
+        and cleared again when another model replaces it."""
+        model = self.profile.model
+        had_builtin_types = (model.model_type, model.template) == BUILTIN_TYPES
+        self.set("model.source", source)
+        if is_builtin(source) and model.model_type is None and model.template is None:
+            self.set("model.model_type", BUILTIN_TYPES[0])
+            self.set("model.template", BUILTIN_TYPES[1])
+            return "model_type qwen2 and template qwen set: swift cannot infer them for the built-in model."
+        if not is_builtin(source) and had_builtin_types:
+            self.set("model.model_type", None)
+            self.set("model.template", None)
+            return "model_type/template of the built-in model cleared; see the Model tab for swift's inference."
+        return None
 
     def adopt(self, other: ProfileDocument) -> None:
         """Become another opened profile (the same document object stays shown)."""

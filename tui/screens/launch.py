@@ -26,7 +26,6 @@ from textual.widgets import Button, Footer, Static
 
 from backend.command import LaunchPlan, build_launch
 from backend.hardware import HardwareInfo, detect_hardware
-from backend.paths import is_builtin
 from backend.profile import LaunchProfile
 from backend.runs.layout import preview_dir
 from backend.validate import Problem, errors, validate
@@ -38,7 +37,7 @@ from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS
 from tui.safe import plain
 from tui.screens.launch_files import ProfileFiles
-from tui.screens.launch_support import BUILTIN_TYPES, NARROW_BELOW, hardware_line, launch_summary
+from tui.screens.launch_support import NARROW_BELOW, hardware_line, launch_summary
 from tui.widgets.dataset_details import DataQuery, DatasetSummary
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.details_pane import DetailsPane
@@ -261,20 +260,11 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         self.app.push_screen(ModelPickerScreen(self.profile.model.source, roots), self._model_picked)
 
     def _model_picked(self, source: str | None) -> None:
-        model = self.profile.model
-        if not source or source == model.source:
-            return
-        was_builtin_types = (model.model_type, model.template) == BUILTIN_TYPES
-        self.document.set("model.source", source)
-        if is_builtin(source) and model.model_type is None and model.template is None:
-            self.document.set("model.model_type", BUILTIN_TYPES[0])
-            self.document.set("model.template", BUILTIN_TYPES[1])
-            self.notify("model_type qwen2 and template qwen set: swift cannot infer them for the built-in model.")
-        elif not is_builtin(source) and was_builtin_types:
-            self.document.set("model.model_type", None)
-            self.document.set("model.template", None)
-            self.notify("model_type/template of the built-in model cleared; see the Model tab for swift's inference.")
-        self.changed()
+        if source and source != self.profile.model.source:
+            note = self.document.choose_model(source)
+            if note:
+                self.notify(note)
+            self.changed()
 
     def action_pick_dataset(self) -> None:
         current = self.profile.data.train[0] if self.profile.data.train else ""

@@ -13,7 +13,6 @@ from backend.oracle.swift_data import summary_line as data_summary_line
 from backend.validate import Problem
 
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
-BUILTIN_TYPES = ("qwen2", "qwen")  # what swift must be told for the built-in models
 
 
 def hardware_line(hardware: HardwareInfo | None) -> str:
