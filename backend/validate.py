@@ -47,7 +47,9 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(_paths_exist(profile, base_dir))
     problems += list(_output_dir_free(profile, base_dir))
-    problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data))
+    # swift reads the data only once the model and the data themselves are sound (no child for `--help`)
+    unsound = any(p.severity == "error" and p.field.startswith(("model", "data", "template")) for p in problems)
+    problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data and not unsound))
     return sorted(problems, key=lambda p: p.severity != "error")
 
 
@@ -442,7 +444,8 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
             if ref.startswith("-"):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} starts with '-': swift would read it as a "
                               "flag.", "Give a dataset file, a hub id or builtin:self-cognition.")
-            elif not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and                     not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
+            elif not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and \
+                    not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
                               "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")
 

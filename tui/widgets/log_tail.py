@@ -11,6 +11,7 @@ from textual.widgets import RichLog, Static
 
 from backend.runs.diagnose import Diagnosis
 from tui.feed import LogLine
+from tui.safe import plain
 from tui.widgets.quiet import show_text
 
 STYLES = {"error": "bold red", "warning": "yellow", "": ""}
@@ -31,7 +32,7 @@ class LogTail(Vertical):
         RichLog {
             height: 1fr;
             background: $surface;
-            overflow-x: hidden;
+            overflow-x: hidden;  /* long lines are cut: a horizontal scrollbar would repaint with every line */
         }
     }
     """
@@ -48,8 +49,8 @@ class LogTail(Vertical):
     def add_lines(self, lines: Iterable[LogLine]) -> None:
         log = self.query_one(RichLog)
         lines = list(lines)
-        for line in lines:
-            log.write(Text(line.text, style=STYLES.get(line.level, "")), scroll_end=False)
+        for line in lines:  # one scroll for the lot: every scroll repaints the whole tail (bytes over SSH)
+            log.write(plain(line.text, style=STYLES.get(line.level, "")), scroll_end=False)
         if lines and log.auto_scroll:
             log.scroll_end(animate=False, immediate=True)
 
