@@ -94,6 +94,9 @@ class ProfileDocument:
             self.refused[path] = first_message(err)
         else:
             self.refused.pop(path, None)
+            if path == "tuner.type" and value == "qlora" and self.profile.tuner.quant_method is None:
+                # choosing QLoRA in the form means a quantized base: swift quantizes only with a method
+                set_value(self.profile, "tuner.quant_method", "bnb")
             for hidden in [p for p in self.refused if not is_visible(p, self.profile)]:
                 del self.refused[hidden]  # a field the new value hides cannot hold a refused value
         self.revision += 1

@@ -163,6 +163,17 @@ def target_of_run(run_dir: Path, *, checkpoint: int | None = None, merged: bool 
     return from_checkpoint(found, label=f"{run.run_id} {found.name}")
 
 
+def newest_model_of_run(run_dir: Path) -> ModelTarget:
+    """What "chat with this run" means: the merged model of the newest checkpoint when one was made
+    (the user merged it to use it), else that checkpoint with its adapter."""
+    run = RunFolder(run_dir)
+    newest = pick_checkpoint(run, None)
+    try:
+        return _merged_of_run(run, int(newest.name.rsplit("-", 1)[1]))
+    except (TargetError, ValueError):
+        return from_checkpoint(newest, label=f"{run.run_id} {newest.name}")
+
+
 def pick_checkpoint(run: RunFolder, step: int | None) -> Path:
     """checkpoint-<step> of a run (the newest when `step` is None), or TargetError."""
     checkpoints = run.checkpoints()

@@ -110,7 +110,7 @@ def test_merge_of_a_missing_checkpoint_names_the_ones_there(quill_run: RunFolder
 
 
 def test_qlora_merge_writes_one_full_precision_model(tiny_model: Path, tmp_path: Path) -> None:
-    run = train_quickstart(tmp_path / "runs", tuner={"type": "qlora"},
+    run = train_quickstart(tmp_path / "runs", tuner={"type": "qlora", "quant_method": "bnb"},
                            training={"max_steps": 4, "save_steps": 4})
     checkpoint = run.checkpoints()[-1]
     plan = plan_merge(run)

@@ -62,3 +62,14 @@ def test_a_value_that_hides_a_field_drops_its_refused_text(doc_with_local_data: 
     doc.refuse("tuner.lora_rank", "a number is needed")
     assert doc.set("tuner.type", "full") is None  # full fine-tuning has no LoRA rank to fix
     assert doc.refused == {}
+
+
+def test_choosing_qlora_in_the_form_picks_a_quantization_method(doc_with_local_data: ProfileDocument) -> None:
+    doc = doc_with_local_data
+    assert doc.profile.tuner.quant_method is None
+    assert doc.set("tuner.type", "qlora") is None
+    assert doc.profile.tuner.quant_method == "bnb"  # swift 4.6 quantizes nothing with quant_bits alone
+    doc.set("tuner.quant_method", "hqq")
+    doc.set("tuner.type", "lora")
+    doc.set("tuner.type", "qlora")
+    assert doc.profile.tuner.quant_method == "hqq"  # a method the user chose is kept

@@ -4,6 +4,7 @@ a webhook that fails once, overflows with a dead webhook. Expected values are wr
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -122,7 +123,9 @@ def test_sigstop_hang_is_alerted_and_stopped_keeping_the_checkpoint(
     disk = wait_for(lambda: _alert(run, "disk"), timeout=180, what="the disk alert after the first checkpoint")
     assert disk.evidence["free_bytes"] == 1000
     # the first reading after the first checkpoint measures it; one before it (a slow machine) forecasts
-    assert disk.evidence["forecast_from"] in ("size of checkpoint-5", "adapter + AdamW states, from the parameter counts")
+    # (which checkpoint depends on how fast the machine steps: one is written every 5 steps)
+    assert re.fullmatch(r"size of checkpoint-\d*[05]|adapter \+ AdamW states, from the parameter counts",
+                        disk.evidence["forecast_from"]), disk.evidence
     assert disk.evidence["next_checkpoint_bytes"] > 10_000 and disk.step is not None
     assert disk.action == "alert"
     if disk.evidence["forecast_from"] == "size of checkpoint-5":

@@ -287,14 +287,14 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         try:
             job = start_merge(self.feed.run)
         except MergeRefused as err:
-            self.app.notify(str(err), title="Merge refused", severity="error", timeout=10)
+            self.app.notify(str(err), title="Merge refused", severity="error", timeout=10, markup=False)
             return
         target = job.read_spec().output
-        self.app.notify(f"merging into {target} (job {job.job_id})", title="Merge started")
+        self.app.notify(f"merging into {target} (job {job.job_id})", title="Merge started", markup=False)
         while (state := refresh_job(job)).is_active and not get_current_worker().is_cancelled:
             time.sleep(1.0)
         if state.status == "finished":
-            self.app.notify(f"{target}\npick it in the launch workspace, or press t to chat", title="Merged")
+            self.app.notify(f"{target}\npick it in the launch workspace, or press t to chat", title="Merged", markup=False)
         elif state.is_active:
             return  # the screen closed; the job goes on and `workbench jobs RUN` shows it
         else:
@@ -516,7 +516,14 @@ class MonitorScreen(WorkerFailures, Screen[None]):
         self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"), answered)
 
     def action_chat(self) -> None:
-        self.app.open_chat(self.feed.run.path)
+        from backend.jobs.targets import TargetError, newest_model_of_run
+
+        try:
+            target = newest_model_of_run(self.feed.run.path)
+        except TargetError as err:
+            self.app.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
+            return
+        self.app.open_chat(target)
 
     def action_merge(self) -> None:
         body = ("Runs `swift export --merge_lora true` on the newest checkpoint as a job of this run. The merged "
