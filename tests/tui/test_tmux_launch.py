@@ -74,19 +74,24 @@ def test_keyboard_only_session_in_tmux(tmux: Tmux) -> None:
 
     tmux.keys("Right", "Right")  # settings tabs: Model -> Data -> Tuner
     tmux.wait_for("lora_rank")
-    tmux.keys("Tab", "Enter", "Down", "Enter")  # tuner type: lora -> qlora
+    tmux.keys("Tab", "Enter")  # tuner type: open its list...
+    tmux.wait_for("qlora")  # (keys sent before the list is open would be lost)
+    tmux.keys("Down", "Enter")  # ... lora -> qlora
     # the status line says the form differs from the file
     tmux.wait_for("quant_bits", "bnb_4bit_quant_type", "modified")
 
     tmux.keys("F6")  # details pane: Problems -> Command, focused (it grows) and scrolled with the arrows
-    tmux.wait_for("-m swift.cli.sft", "--model_type qwen2")
+    tmux.wait_for("swift.cli.sft", "--model_type qwen2")  # (where the line wraps depends on the tmp path)
     tmux.keys(*["Down"] * 8)
     tmux.wait_for("--tuner_type lora", "--quant_method bnb", "--quant_bits 4")
 
     tmux.keys("C-q")  # unsaved changes: quitting asks first
     tmux.wait_for("Unsaved changes", "Quit without saving")
+    time.sleep(0.5)  # the dialog takes the focus after it is drawn: keys sent before would be lost
     tmux.keys("Tab", "Enter")  # "Quit without saving"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
+    last = ""
     while tmux.alive() and time.monotonic() < deadline:
+        last = tmux.screen()
         time.sleep(0.2)
-    assert not tmux.alive(), "workbench did not exit"
+    assert not tmux.alive(), f"workbench did not exit; the screen was:\n{last}"

@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Label, LoadingIndicator, Static
 
 from backend.jobs.chat import (
@@ -25,6 +26,8 @@ from backend.jobs.chat import (
 from backend.jobs.targets import ModelTarget
 from tui.safe import plain
 from tui.worker_failures import WorkerFailures
+
+ANSWER_PAINT_SECONDS = 0.1
 
 
 class ChatPane(WorkerFailures, Vertical):
@@ -78,6 +81,7 @@ class ChatPane(WorkerFailures, Vertical):
         self.history: list[dict[str, str]] = []
         self._answer: Static | None = None
         self._answer_text = ""
+        self._paint_timer: Timer | None = None
         self._request: str | None = None  # the answer this pane waits for (events of others are dropped)
         self._load_started = 0.0
         self._status_message = "starting"
@@ -204,9 +208,8 @@ class ChatPane(WorkerFailures, Vertical):
             self._set_status(f"ready - loaded in {event.seconds:.1f} s")
         elif isinstance(event, Chunk):
             self._answer_text += event.text
-            if self._answer is not None:
-                self._answer.update(Text(printable(self._answer_text)))
-                self.query_one(".transcript", VerticalScroll).scroll_end(animate=False)
+            self._schedule_answer_paint()
+            return  # the keys do not change while an answer streams: no footer repaint per token
         elif isinstance(event, Done):
             self._on_done(event)
         elif isinstance(event, Failed):
@@ -214,6 +217,18 @@ class ChatPane(WorkerFailures, Vertical):
         elif isinstance(event, WorkerDied):
             self._on_died(event)
         self.post_message(self.Changed())
+
+    def _schedule_answer_paint(self) -> None:
+        """Tokens arriving within ANSWER_PAINT_SECONDS are painted together: one frame, not one per
+        token (each frame re-sends the bubble over SSH)."""
+        if self._paint_timer is None:
+            self._paint_timer = self.set_timer(ANSWER_PAINT_SECONDS, self._paint_answer)
+
+    def _paint_answer(self) -> None:
+        self._paint_timer = None
+        if self._answer is not None:
+            self._answer.update(Text(printable(self._answer_text)))
+            self.query_one(".transcript", VerticalScroll).scroll_end(animate=False)
 
     def _on_done(self, event: Done) -> None:
         self._request = None
