@@ -126,7 +126,9 @@ def test_sigstop_hang_is_alerted_and_stopped_keeping_the_checkpoint(
     # (which checkpoint depends on how fast the machine steps: one is written every 5 steps)
     assert re.fullmatch(r"size of checkpoint-\d*[05]|adapter \+ AdamW states, from the parameter counts",
                         disk.evidence["forecast_from"]), disk.evidence
-    assert disk.evidence["next_checkpoint_bytes"] > 10_000 and disk.step is not None
+    assert disk.evidence["next_checkpoint_bytes"] > 10_000
+    if disk.evidence["forecast_from"].startswith("size of checkpoint"):
+        assert disk.step is not None  # (a reading before the first logged step has no step yet)
     assert disk.action == "alert"
     if disk.evidence["forecast_from"] == "size of checkpoint-5":
         saved = next(e for e in read_all(run.events_path) if e["type"] == "checkpoint" and e["step"] == 5)
