@@ -45,6 +45,8 @@ class ProfileDocument:
     """Counts every change, so that what shows the document knows when to look again."""
     generation: int = 0
     """Counts the profiles opened in this document (a new one resets every field's state)."""
+    quant_method_chosen_for_qlora: bool = False
+    """quant_method was set by choosing QLoRA in the form (and goes again when the choice does)."""
 
     @classmethod
     def open(cls, path: Path | None) -> ProfileDocument:
@@ -94,13 +96,25 @@ class ProfileDocument:
             self.refused[path] = first_message(err)
         else:
             self.refused.pop(path, None)
-            if path == "tuner.type" and value == "qlora" and self.profile.tuner.quant_method is None:
-                # choosing QLoRA in the form means a quantized base: swift quantizes only with a method
-                set_value(self.profile, "tuner.quant_method", "bnb")
+            if path == "tuner.type":
+                self._follow_qlora_choice(value)
+            elif path == "tuner.quant_method":
+                self.quant_method_chosen_for_qlora = False  # the user's own choice stays
             for hidden in [p for p in self.refused if not is_visible(p, self.profile)]:
                 del self.refused[hidden]  # a field the new value hides cannot hold a refused value
         self.revision += 1
         return self.refused.get(path)
+
+    def _follow_qlora_choice(self, tuner_type: Any) -> None:
+        """Choosing QLoRA in the form means a quantized base, and swift quantizes only with a method:
+        bnb is set with the choice (unless one is set) and cleared again when the choice goes."""
+        tuner = self.profile.tuner
+        if tuner_type == "qlora" and tuner.quant_method is None:
+            set_value(self.profile, "tuner.quant_method", "bnb")
+            self.quant_method_chosen_for_qlora = True
+        elif tuner_type != "qlora" and self.quant_method_chosen_for_qlora:
+            set_value(self.profile, "tuner.quant_method", None)
+            self.quant_method_chosen_for_qlora = False
 
     def refuse(self, path: str, message: str) -> None:
         """Text that could not even be parsed (the profile keeps its value)."""

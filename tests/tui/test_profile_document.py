@@ -73,3 +73,10 @@ def test_choosing_qlora_in_the_form_picks_a_quantization_method(doc_with_local_d
     doc.set("tuner.type", "lora")
     doc.set("tuner.type", "qlora")
     assert doc.profile.tuner.quant_method == "hqq"  # a method the user chose is kept
+
+
+def test_leaving_qlora_takes_back_the_method_it_chose(doc_with_local_data: ProfileDocument) -> None:
+    doc = doc_with_local_data
+    doc.set("tuner.type", "qlora")
+    doc.set("tuner.type", "lora")
+    assert doc.profile.tuner.quant_method is None and not doc.is_dirty  # back to what the file says
