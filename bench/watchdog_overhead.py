@@ -25,12 +25,7 @@ sys.path.insert(0, str(REPO))
 from backend.paths import SHIPPED_PROFILES_DIR, resolve_model  # noqa: E402
 from backend.profile import load_profile, save_profile  # noqa: E402
 from backend.runs.manager import find_run, refresh  # noqa: E402
-
-
-def train_steps_per_second(output_dir: Path) -> float:
-    lines = (output_dir / "logging.jsonl").read_text().splitlines()
-    records = (json.loads(line) for line in reversed(lines))
-    return float(next(r["train_steps_per_second"] for r in records if "train_steps_per_second" in r))
+from bench.runner_overhead import train_steps_per_second  # noqa: E402
 
 
 def main() -> None:

@@ -9,32 +9,16 @@ thread and asks `exact_shape` in a worker.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.estimate.shape import ConfigError, ModelShape
+from backend.estimate.shape import ConfigError, ModelShape, read_config
 
 QUESTION = "model_shape"
 LIBRARIES = ("transformers", "peft", "torch")
 DEFAULT_TARGETS: tuple[str, ...] = ("all-linear",)
 PEFT_RANK = 8  # PEFT is asked at this rank; LoRA counts scale linearly with r (A is r x in, B is out x r)
-
-
-def read_config(folder_or_file: str | Path) -> tuple[dict[str, Any], Path]:
-    """config.json of a model folder, parsed; ConfigError naming the file when it cannot be read."""
-    path = Path(folder_or_file).expanduser()
-    file = path if path.is_file() else path / "config.json"
-    if not file.exists():
-        raise ConfigError(f"no config.json in {path}: pass the model folder that holds config.json")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read {file}: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file} does not hold a JSON object")
-    return data, file
 
 
 def payload(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS) -> dict[str, Any]:

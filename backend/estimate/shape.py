@@ -160,16 +160,7 @@ class ModelShape:
     @classmethod
     def from_config_dir(cls, path: str | Path) -> ModelShape:
         """Read `<path>/config.json` (or `path` itself when it names the file)."""
-        path = Path(path).expanduser()
-        file = path if path.is_file() else path / "config.json"
-        if not file.exists():
-            raise ConfigError(f"no config.json in {path}: pass the model folder that holds config.json")
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"cannot read {file}: {err}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{file} does not hold a JSON object")
+        data, file = read_config(path)
         return cls.from_config_dict(data, source=str(file))
 
     @classmethod
@@ -497,3 +488,18 @@ def _required(cfg: dict[str, Any], key: str, source: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{source}: key {key!r} must be a positive integer, got {value!r}")
     return value
+
+
+def read_config(folder_or_file: str | Path) -> tuple[dict[str, Any], Path]:
+    """config.json of a model folder, parsed; ConfigError naming the file when it cannot be read."""
+    path = Path(folder_or_file).expanduser()
+    file = path if path.is_file() else path / "config.json"
+    if not file.exists():
+        raise ConfigError(f"no config.json in {path}: pass the model folder that holds config.json")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read {file}: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file} does not hold a JSON object")
+    return data, file
