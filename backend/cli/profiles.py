@@ -129,19 +129,25 @@ def schema(
                       soft_wrap=True)
 
 
+def _swift_schema_or_exit():  # type: ignore[no-untyped-def]
+    """swift's argument schema (asked once per swift version, with a progress line), or exit 2 saying why."""
+    from backend.oracle import OracleError
+    from backend.swift_schema import require_schema
+
+    try:
+        return require_schema(progress=lambda text: err_console.print(text, style="dim", markup=False,
+                                                                      highlight=False))
+    except OracleError as err:
+        fail(f"could not read swift's arguments: {err}\n{err.detail}")
+
+
 def swift_schema_listing(prefix: str | None, command: str) -> None:
     from backend.command import managed_flags
-    from backend.oracle import OracleError
-    from backend.swift_schema import COMMANDS, SECRET_ENV, is_secret_name, load_schema
+    from backend.swift_schema import COMMANDS, SECRET_ENV, is_secret_name
 
     if command not in COMMANDS:
         fail(f"unknown swift command {command!r}; use one of {', '.join(COMMANDS)}")
-    try:
-        schema = load_schema(progress=lambda text: err_console.print(text, style="dim", markup=False,
-                                                                     highlight=False))
-    except OracleError as err:
-        fail(f"could not read swift's arguments: {err}\n{err.detail}")
-    assert schema is not None
+    schema = _swift_schema_or_exit()
     managed = managed_flags() if command in ("sft", "pt") else {}
     fields = [f for name, f in schema.fields(command).items() if prefix is None or name.startswith(prefix)]
     for f in fields:
@@ -170,9 +176,7 @@ def import_command(
     import sys
 
     from backend.importer import ImportError_, import_script
-    from backend.oracle import OracleError
     from backend.profile import profile_to_toml, save_profile
-    from backend.swift_schema import require_schema
 
     if source == "-":
         text, base_dir = sys.stdin.read(), Path.cwd()
@@ -183,11 +187,7 @@ def import_command(
         text, base_dir = source, Path.cwd()
     if output is not None and output.exists() and not force:
         fail(f"{output} exists; choose another name or pass --force")
-    try:
-        schema = require_schema(progress=lambda line: err_console.print(line, style="dim", markup=False,
-                                                                       highlight=False))
-    except OracleError as err:
-        fail(f"could not read swift's arguments: {err}\n{err.detail}")
+    schema = _swift_schema_or_exit()
     name = output.stem if output else "imported"
     try:
         result = import_script(text, schema, pick=command, name=name, base_dir=base_dir)
