@@ -30,6 +30,18 @@ def tiny_model(workbench_home: Path) -> Path:
     return ensure_builtin_model("tiny-qwen2")
 
 
+@pytest.fixture(scope="session")
+def short_lora_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Four LoRA steps of the quickstart profile with 10 % of its rows held out as swift's validation
+    split: a real checkpoint (checkpoint-4), its base model and swift's val_dataset.jsonl. Shared by
+    the chat screen and batch-inference tests (one swift start-up instead of two); they only read it
+    and add jobs of their own kind."""
+    from tests.jobs.jobs_helpers import train_quickstart
+
+    return train_quickstart(tmp_path_factory.mktemp("short-lora-run"), data={"split_dataset_ratio": 0.1},
+                            training={"max_steps": 4, "save_steps": 4})
+
+
 @pytest.fixture
 def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A run index and workspace of this test alone (the model cache stays shared).

@@ -12,7 +12,7 @@ import pytest
 from backend.jobs.batch_infer import InferRefused, read_results, start_infer
 from backend.jobs.job import list_jobs
 from backend.runs.layout import RunFolder
-from tests.jobs.jobs_helpers import finish, results, train_quickstart
+from tests.jobs.jobs_helpers import finish, results
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +46,8 @@ def test_run_without_a_validation_split_says_what_to_pass(quill_run: RunFolder) 
         start_infer(quill_run)
 
 
-def test_infer_defaults_to_the_runs_validation_split(tiny_model: Path, tmp_path: Path) -> None:
-    run = train_quickstart(tmp_path / "runs", data={"split_dataset_ratio": 0.1}, training={"max_steps": 5})
+def test_infer_defaults_to_the_runs_validation_split(short_lora_run: RunFolder) -> None:
+    run = short_lora_run  # trained with split_dataset_ratio 0.1 (tests/conftest.py)
     # swift's own split, saved by swift (each message as a JSON string)
     held_out = [[json.loads(m) if isinstance(m, str) else m for m in row["messages"]]
                 for row in results(run.output_dir / "val_dataset.jsonl")]

@@ -22,17 +22,17 @@ from textual.widgets import Input, LoadingIndicator, Static
 
 from backend.jobs.chat import Chunk, Done, printable
 from backend.runs.layout import RunFolder
-from tests.jobs.jobs_helpers import train_quickstart, wait_gone
+from tests.jobs.jobs_helpers import wait_gone
 from tui.app import WorkbenchApp
 from tui.screens.chat import ChatPane, ChatScreen
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def short_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
-    """Four LoRA steps: a real checkpoint with a base model to compare against."""
-    return train_quickstart(tmp_path_factory.mktemp("chat-screen-runs"), training={"max_steps": 4, "save_steps": 4})
+@pytest.fixture
+def short_run(short_lora_run: RunFolder) -> RunFolder:
+    """Four LoRA steps (tests/conftest.py): a real checkpoint with a base model to compare against."""
+    return short_lora_run
 
 
 class ChatHost(App[None]):
