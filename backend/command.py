@@ -15,13 +15,16 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from backend.hardware import HardwareInfo, visible_devices_env
 from backend.paths import PACKAGE_DIR, resolve_dataset, resolve_model
 from backend.profile import LaunchProfile
+
+if TYPE_CHECKING:
+    from backend.swift_schema import SwiftSchema
 
 PLUGIN_PATH = PACKAGE_DIR / "plugin" / "workbench_callback.py"
 PLUGIN_CALLBACK_NAME = "workbench_events"
@@ -401,9 +404,34 @@ def _precision_flags(profile: LaunchProfile, hardware: HardwareInfo, f: _Flags) 
     f.set("fp16", p.fp16, "precision.fp16")
 
 
+def swift_tuner_type(profile: LaunchProfile) -> str:
+    """The `--tuner_type` the builder passes (QLoRA is swift's lora over a quantized model)."""
+    return "full" if profile.tuner.type == "full" else "lora"
+
+
+def unset_key_defaults(profile: LaunchProfile, schema: SwiftSchema) -> dict[str, str]:
+    """profile key -> what swift uses instead, for each key the profile leaves unset that the
+    builder would otherwise pass as a flag: "1e-05 (swift's default for full)"; keys whose value
+    swift decides later from the model or the data are left out."""
+    shown: dict[str, str] = {}
+    tuner_type = swift_tuner_type(profile)
+    for flag, key in managed_flags().items():
+        section, _, name = key.rpartition(".")
+        owner: Any = profile
+        for part in section.split(".") if section else []:
+            owner = getattr(owner, part, None)
+        if owner is None or not hasattr(owner, name) or getattr(owner, name) is not None:
+            continue
+        known, value = schema.default_for(flag, tuner_type)
+        if known:
+            per_tuner = f" for {tuner_type}" if flag in schema.tuner_defaults else ""
+            shown[key] = f"{value} (swift's default{per_tuner})"
+    return shown
+
+
 def _tuner_flags(profile: LaunchProfile, f: _Flags) -> None:
     t = profile.tuner
-    f.set("tuner_type", "full" if t.type == "full" else "lora", "tuner.type")
+    f.set("tuner_type", swift_tuner_type(profile), "tuner.type")
     if t.type == "full":
         return
     for name in ("lora_rank", "lora_alpha", "lora_dropout", "target_modules"):

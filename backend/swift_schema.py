@@ -22,7 +22,7 @@ from backend.oracle import OracleError, ask, cached
 
 LIBRARIES = ("ms-swift", "transformers")
 # bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
-SCHEMA_PAYLOAD = {"format": 2}
+SCHEMA_PAYLOAD = {"format": 3}
 COMMANDS = ("sft", "pt", "export", "infer")
 
 # secrets swift can read from the environment instead of its command line: flag -> variables
@@ -62,6 +62,8 @@ class SwiftSchema:
     swift_version: str
     commands: dict[str, dict[str, SwiftField]] = field(default_factory=dict)
     deepspeed_presets: tuple[str, ...] = ()
+    # defaults swift decides from the tuner type in `__post_init__`: field -> {tuner_type: value}
+    tuner_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, answer: dict[str, Any]) -> SwiftSchema:
@@ -77,7 +79,19 @@ class SwiftSchema:
                 for f in data["fields"]
             }
         return cls(swift_version=answer.get("swift_version", "unknown"), commands=commands,
-                   deepspeed_presets=tuple(answer.get("deepspeed_presets", ())))
+                   deepspeed_presets=tuple(answer.get("deepspeed_presets", ())),
+                   tuner_defaults=dict(answer.get("tuner_defaults", {})))
+
+    def default_for(self, name: str, tuner_type: str, command: str = "sft") -> tuple[bool, Any]:
+        """(known, value): what swift sft uses for flag `name` when it is not given, for this tuner
+        type; (False, None) when swift decides it later from the model or the data."""
+        by_tuner = self.tuner_defaults.get(name)
+        if by_tuner is not None:
+            return (tuner_type in by_tuner, by_tuner.get(tuner_type))
+        spec = self.fields(command).get(name)
+        if spec is None or spec.default is None:
+            return (False, None)
+        return (True, spec.default)
 
     def fields(self, command: str = "sft") -> dict[str, SwiftField]:
         return self.commands.get(command, {})

@@ -58,6 +58,16 @@ def test_schema_is_read_from_swift(schema: SwiftSchema) -> None:
     assert {"zero2", "zero3", "zero3_offload"} <= set(schema.deepspeed_presets)
 
 
+def test_defaults_swift_decides_by_tuner_come_from_its_own_code(schema: SwiftSchema) -> None:
+    # ms-swift 4.6's SftArguments._init_override: 1e-5 for full fine-tuning, 1e-4 for every adapter
+    assert schema.default_for("learning_rate", "full") == (True, 1e-5)
+    assert schema.default_for("learning_rate", "lora") == (True, 1e-4)
+    assert schema.tuner_defaults["learning_rate"]["adalora"] == 1e-4
+    assert set(schema.tuner_defaults) == {"learning_rate"}  # nothing else depends on the tuner there
+    assert schema.default_for("num_train_epochs", "lora") == (True, 3.0)
+    assert schema.default_for("max_length", "lora") == (False, None)  # the model's: decided later
+
+
 def test_managed_flags_come_from_the_builder() -> None:
     managed = managed_flags()
     assert managed["seed"] == "training.seed"

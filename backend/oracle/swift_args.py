@@ -17,6 +17,7 @@ import importlib.util
 import json
 import math
 import re
+import types
 from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -48,7 +49,67 @@ def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str
             "fields": [_describe(action, types, docs) for action in _field_actions(parser)],
         }
     result["deepspeed_presets"] = deepspeed_presets()
+    progress("reading the defaults swift decides by tuner type")
+    result["tuner_defaults"] = tuner_defaults(arguments.SftArguments)
     return result
+
+
+def tuner_defaults(cls: type) -> dict[str, dict[str, Any]]:
+    """Defaults swift decides in `__post_init__` from the tuner type (4.6: learning_rate, 1e-5 for
+    full and 1e-4 for the adapters), as field -> {tuner_type: value}.
+
+    Found by running swift's own `_init_override` on a stand-in holding every field's declared
+    default, with the `_init_*` steps it calls (output dir, metric, eval strategy: they touch the
+    disk) replaced by no-ops, then keeping the fields it changed. When swift's code needs more than
+    the stand-in has, the answer is {} and the form says nothing rather than guess.
+    """
+    method = getattr(cls, "_init_override", None)
+    tuner = next((f for f in dataclasses.fields(cls) if f.name == "tuner_type"), None)
+    if method is None or tuner is None:
+        return {}
+    declared = {f.name: _declared_default(f) for f in dataclasses.fields(cls)}
+    declared = {name: value for name, value in declared.items() if value is not dataclasses.MISSING}
+    steps = set(re.findall(r"self\.(_init_\w+)\(", _source(method)))
+    found: dict[str, dict[str, Any]] = {}
+    for tuner_type in _tuner_choices(cls):
+        stand_in = types.SimpleNamespace(**declared)
+        stand_in.tuner_type = tuner_type
+        for step in steps:
+            setattr(stand_in, step, lambda *args, **kwargs: None)
+        try:
+            method(stand_in)
+        except Exception:  # swift reads something the stand-in lacks: no answer, not a guess
+            return {}
+        for name, value in vars(stand_in).items():
+            if name in declared and name != "tuner_type" and value != declared[name]:
+                found.setdefault(name, {})[tuner_type] = _jsonable(value)
+    return found
+
+
+def _declared_default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _source(function: Any) -> str:
+    import inspect
+
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def _tuner_choices(cls: type) -> list[str]:
+    """The tuner types swift supports (its `get_supported_tuners`, which its `tuner_type` help lists)."""
+    try:
+        from swift.arguments.base_args.base_args import get_supported_tuners
+    except ImportError:
+        return ["full", "lora"]  # where swift moved it: at least the two the workbench emits
+    return sorted(str(name) for name in get_supported_tuners())
 
 
 @contextlib.contextmanager

@@ -48,6 +48,8 @@ class FieldEditor(Vertical):
     """Why the typed value was refused (shown at the field, in red)."""
     problem: reactive[tuple[str, str] | None] = reactive(None)
     """A pre-launch problem on this field: (severity, message)."""
+    swift_default: reactive[str] = reactive("")
+    """What swift uses while the field is unset (read from swift), shown in the empty text box."""
 
     class Edited(Message):
         """The user changed the field; `value` is parsed but not validated yet, or `refused` says
@@ -99,6 +101,10 @@ class FieldEditor(Vertical):
         return Input(format_value(spec, value), compact=True, classes="field-control",
                      select_on_focus=False)
 
+    def watch_swift_default(self, text: str) -> None:
+        if self.is_mounted and isinstance(self.control_widget, Input):
+            self.control_widget.placeholder = text
+
     def _choice_index(self, value: Any) -> int:
         for index, (_, choice) in enumerate(self.spec.choices):
             if choice == value and type(choice) is type(value):
@@ -118,6 +124,7 @@ class FieldEditor(Vertical):
             control.cursor_blink = False  # snapshots and pilots: a steady cursor
         self._update_note()
         self._apply_suggestions()
+        self.watch_swift_default(self.swift_default)
 
     @property
     def suggestions(self) -> list[str]:

@@ -19,7 +19,9 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
+from backend.command import unset_key_defaults
 from backend.hardware import HardwareInfo
+from backend.swift_schema import SwiftSchema
 from backend.validate import Problem
 from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS, field_spec, get_value, is_visible, tab_paths, visible_rules
@@ -68,6 +70,7 @@ class SettingsTabs(Vertical):
         self._generation = document.generation
         self._precision = Static(id="precision-support", classes="tab-info", markup=False)
         self._distribution = Static(id="distribution-support", classes="tab-info", markup=False)
+        self._schema: SwiftSchema | None = None
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="settings-tabs"):
@@ -161,6 +164,20 @@ class SettingsTabs(Vertical):
             path = (heading.id or "").removeprefix("heading-").replace("-", ".")
             _show(heading, is_visible(path, document.profile, rules))
         self._distribution.update(distribution_support(self.hardware, document.profile))
+        self._show_swift_defaults()
+
+    @on(ExtraArgsEditor.SchemaRead)
+    def _schema_read(self, event: ExtraArgsEditor.SchemaRead) -> None:
+        self._schema = event.schema
+        self._show_swift_defaults()
+
+    def _show_swift_defaults(self) -> None:
+        """Each unset field that swift decides shows swift's value for this tuner in its empty box."""
+        if self._schema is None:
+            return
+        defaults = unset_key_defaults(self.document.profile, self._schema)
+        for path, editor in self.editors.items():
+            editor.swift_default = defaults.get(path, "")
 
     def on_mount(self) -> None:
         self.watch_hardware()
