@@ -22,7 +22,7 @@ from backend.oracle import OracleError, ask, cached
 
 LIBRARIES = ("ms-swift", "transformers")
 # bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
-SCHEMA_PAYLOAD = {"format": 3}
+SCHEMA_PAYLOAD = {"format": 4}
 COMMANDS = ("sft", "pt", "export", "infer")
 
 # secrets swift can read from the environment instead of its command line: flag -> variables
@@ -64,6 +64,8 @@ class SwiftSchema:
     deepspeed_presets: tuple[str, ...] = ()
     # defaults swift decides from the tuner type in `__post_init__`: field -> {tuner_type: value}
     tuner_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what swift trains in when neither bf16 nor fp16 is given: model dtype -> fp16 | bf16 | fp32
+    precision_by_dtype: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, answer: dict[str, Any]) -> SwiftSchema:
@@ -80,7 +82,8 @@ class SwiftSchema:
             }
         return cls(swift_version=answer.get("swift_version", "unknown"), commands=commands,
                    deepspeed_presets=tuple(answer.get("deepspeed_presets", ())),
-                   tuner_defaults=dict(answer.get("tuner_defaults", {})))
+                   tuner_defaults=dict(answer.get("tuner_defaults", {})),
+                   precision_by_dtype=dict(answer.get("precision_by_dtype", {})))
 
     def default_for(self, name: str, tuner_type: str, command: str = "sft") -> tuple[bool, Any]:
         """(known, value): what swift sft uses for flag `name` when it is not given, for this tuner

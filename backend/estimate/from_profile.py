@@ -35,7 +35,7 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape,
         target_modules=tuple(tuner.target_modules),
         quant_bits=tuner.quant_bits,
         double_quant=tuner.bnb_4bit_use_double_quant,
-        precision=profile.precision.mode,
+        precision=_precision(profile, torch_dtype, notes),
         torch_dtype=torch_dtype,
         distribution=dist.strategy,
         fsdp_strategy=dist.fsdp.sharding_strategy,
@@ -56,6 +56,25 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape,
         fsdp_cpu_ram_efficient_loading=dist.fsdp.cpu_ram_efficient_loading,
         notes=tuple(notes),
     )
+
+
+def _precision(profile: LaunchProfile, torch_dtype: str, notes: list[str]) -> str:
+    """The precision swift will train in. Unset on a GPU: swift's own rule for the model's dtype,
+    as read from swift with its schema (cached; never asked here). On CPU the builder turns both off."""
+    p = profile.precision
+    if p.bf16 is not None or p.fp16 is not None or profile.distribution.device == "cpu":
+        return p.mode
+    from backend.swift_schema import load_schema
+
+    schema = load_schema(allow_ask=False)
+    dtype_name = {short: name for name, short in _DTYPES.items()}.get(torch_dtype, torch_dtype)
+    rule = schema.precision_by_dtype.get(dtype_name) if schema is not None else None
+    if rule is None:
+        notes.append("precision unset: swift picks it from the model's dtype at launch; this forecast assumes "
+                     "fp32 until swift's schema has been read (`workbench schema --swift` reads it)")
+        return "fp32"
+    notes.append(f"precision unset: swift trains a {dtype_name} model in {rule} (its own rule)")
+    return rule
 
 
 def _offload(profile: LaunchProfile) -> tuple[bool, bool | None]:

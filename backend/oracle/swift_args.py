@@ -51,7 +51,30 @@ def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str
     result["deepspeed_presets"] = deepspeed_presets()
     progress("reading the defaults swift decides by tuner type")
     result["tuner_defaults"] = tuner_defaults(arguments.SftArguments)
+    result["precision_by_dtype"] = precision_by_dtype(arguments.SftArguments)
     return result
+
+
+def precision_by_dtype(cls: type) -> dict[str, str]:
+    """What swift trains in when neither --bf16 nor --fp16 is given, per model dtype:
+    {"float32": "fp16", "bfloat16": "bf16", ...} (4.6: fp16 for fp16/fp32 models, bf16 for bf16).
+
+    swift's own `_init_mixed_precision` runs on a stand-in; on this machine's device (it answers
+    "fp32" where swift turns both off, as on Apple's MPS). {} when it needs more than the stand-in."""
+    import torch
+
+    method = getattr(cls, "_init_mixed_precision", None)
+    if method is None:
+        return {}
+    found = {}
+    for name in ("float32", "float16", "bfloat16"):
+        stand_in = types.SimpleNamespace(torch_dtype=getattr(torch, name), fp16=None, bf16=None)
+        try:
+            method(stand_in)
+        except Exception:
+            return {}
+        found[name] = "bf16" if stand_in.bf16 else "fp16" if stand_in.fp16 else "fp32"
+    return found
 
 
 def tuner_defaults(cls: type) -> dict[str, dict[str, Any]]:

@@ -16,12 +16,29 @@ def profile(text: str) -> LaunchProfile:
     return parse_profile(text)
 
 
-def test_defaults_map_to_an_fp32_single_gpu_lora(qwen7b: ModelShape) -> None:
+def test_defaults_map_to_a_single_gpu_lora_in_swifts_precision(qwen7b: ModelShape) -> None:
+    from backend.swift_schema import require_schema
+
+    require_schema()  # swift's schema read (once per test session): the forecast never asks it itself
     req = request_from_profile(LaunchProfile(), qwen7b)
     assert (req.tuner, req.lora_rank, req.lora_dropout, req.target_modules) == ("lora", 8, 0.05, ("all-linear",))
     # max_length unset: swift's default, the model's own limit (Qwen2.5-7B's config: 131072)
     assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 131072)
-    assert req.precision == "fp32" and req.torch_dtype == "bf16"  # torch_dtype auto -> config.json
+    # precision unset on a GPU: swift's rule (ModelArguments._init_mixed_precision) for a bf16 model
+    assert req.precision == "bf16" and req.torch_dtype == "bf16"  # torch_dtype auto -> config.json
+    assert "swift trains a bfloat16 model in bf16 (its own rule)" in " ".join(req.notes)
+    fp32_model = request_from_profile(profile('[model]\ntorch_dtype = "float32"\n'), qwen7b)
+    assert fp32_model.precision == "fp16"  # swift 4.6 turns fp16 on for an fp32 model
+    on_cpu = request_from_profile(profile('[distribution]\ndevice = "cpu"\n'), qwen7b)
+    assert on_cpu.precision == "fp32"  # the builder passes --bf16 false --fp16 false there
+
+
+def test_unset_precision_before_swift_was_asked_says_so(qwen7b: ModelShape, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "empty-cache"))
+    req = request_from_profile(LaunchProfile(), qwen7b)
+    assert req.precision == "fp32"
+    assert "this forecast assumes fp32 until swift's schema has been read" in " ".join(req.notes)
 
 
 def test_deepspeed_and_extra_args(qwen7b: ModelShape) -> None:
