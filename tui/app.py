@@ -16,6 +16,7 @@ from textual.screen import Screen
 
 from backend.hardware import HardwareInfo
 from tui.safe import shown_as_is
+from tui.terminal_pace import TerminalPace
 from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
 
@@ -41,6 +42,7 @@ class WorkbenchApp(App[None]):
         self.launch_screen = None
         self.first_frame_shown = False
         self.failed_nodes: set[WorkerFailures] = set()  # widgets and screens whose last worker failed
+        self.terminal_pace = TerminalPace(self)  # a terminal that falls behind gets fewer monitor updates (#17)
         self.add_mode("launch", self._make_launch_screen)
         self.add_mode("runs", self._make_runs_screen)
 
@@ -60,6 +62,7 @@ class WorkbenchApp(App[None]):
         from tui.widgets.alerts_panel import start_alert_toasts
 
         start_alert_toasts(self)  # a toast (and the bell) for each new alert of any run (#15)
+        self.terminal_pace.start()
         self.switch_mode(self.start_mode)
 
     def on_ready(self) -> None:
