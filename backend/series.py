@@ -16,6 +16,7 @@ No Textual here: the store is plain Python + numpy and is tested on its own.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import threading
@@ -36,7 +37,8 @@ except ImportError:  # pragma: no cover - exercised by forcing the fallback in t
 
 BUCKETS = 1024
 TAIL_POINTS = 4096
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 4 << 20  # decoded at a time
+BATCH_BYTES = 32 << 20  # read into one batch for the store, which then works on long arrays
 SMOOTHING = 0.9
 
 # the fields of a rank-0 `log` event that the store keeps as columns (every event)...
@@ -95,11 +97,11 @@ def ema(values: np.ndarray, weight: float, state: float = 0.0) -> tuple[np.ndarr
     """e[k] = weight * e[k-1] + (1 - weight) * values[k], from e[-1] = state; returns (e, last e).
 
     Vectorised a block at a time: inside a block e[k] = w^k (state + (1-w) sum_j w^-j v[j]);
-    blocks stay short enough that w^-j cannot overflow.
+    blocks stay short enough that w^-j stays under 1e100 (and long: each block is a few numpy calls).
     """
     if weight <= 0:
         return values.astype(float), float(values[-1])
-    length = max(1, min(512, int(100 / -math.log10(weight)))) if weight < 1 else 512
+    length = max(1, min(4096, int(100 / -math.log10(weight)))) if weight < 1 else 4096
     powers = weight ** np.arange(1, length + 1)
     out = np.empty(len(values))
     for start in range(0, len(values), length):
@@ -263,6 +265,20 @@ class EventBatch:
         return len(self.logs["step"]) if self.logs else 0
 
     @classmethod
+    def joined(cls, batches: list[EventBatch]) -> EventBatch:
+        """One batch of several read in file order (the store then works on long arrays, once)."""
+        if len(batches) == 1:
+            return batches[0]
+        batch = cls(bad_lines=sum(b.bad_lines for b in batches))
+        with_logs = [b.logs for b in batches if b.logs]
+        if with_logs:
+            batch.logs = {name: np.concatenate([logs[name] for logs in with_logs]) for name in LOG_COLUMNS}
+        batch.last_log = next((b.last_log for b in reversed(batches) if b.last_log is not None), None)
+        batch.others = [event for b in batches for event in b.others]
+        batch.other_ranks = set().union(*(b.other_ranks for b in batches))
+        return batch
+
+    @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> EventBatch:
         batch, rows = cls(), []
         for event in events:
@@ -292,7 +308,7 @@ if msgspec is not None:
         newest log line is decoded again whole (every float costs a Python object)."""
 
         type: str = ""
-        rank: int = 0
+        rank: int | None = 0
         step: float | None = None
         loss: float | None = None
         learning_rate: float | None = None
@@ -305,44 +321,103 @@ if msgspec is not None:
 
     _LINE_DECODER = msgspec.json.Decoder(_Line)
     _DICT_DECODER = msgspec.json.Decoder()
-    _ROW = operator.attrgetter(*LOG_COLUMNS)  # one C call per line makes the row tuple
+    _NUMBERS = operator.attrgetter("rank", *LOG_COLUMNS)  # one C call per line makes the row tuple
+    _TYPE = operator.attrgetter("type")
     _FROM_STRUCT = ("eval", "checkpoint")
 
 
 def decode_block(data: bytes, end: int | None = None) -> EventBatch:
-    """Decode the complete lines in data[:end]; a bad line is counted and skipped."""
+    """Decode the complete lines in data[:end]; a bad line is counted and skipped, the others kept.
+
+    Every line becomes a small typed record in C (msgspec); the numbers of all lines become one
+    float table without a Python loop, and only the rare non-log lines are looked at one by one.
+    """
     end = len(data) if end is None else end
     if msgspec is None:
         return _decode_stdlib(data[:end])
     try:
         lines = _LINE_DECODER.decode_lines(memoryview(data)[:end])
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return _decode_stdlib(data[:end])  # rare: a torn or foreign line; the slow path finds it
-    batch = EventBatch()
-    logs = [line for line in lines if line.type == "log" and line.rank == 0]
-    batch.logs = _columns(list(map(_ROW, logs)))
-    if len(logs) < len(lines):
-        batch.other_ranks = {line.rank for line in lines if line.rank != 0}
-        others = [(i, line) for i, line in enumerate(lines) if line.type != "log" and line.rank == 0]
-        raw = None
-        for position, line in others:
-            if line.type in _FROM_STRUCT:  # frequent and small: what the store uses was decoded already
-                batch.others.append({"type": line.type, "rank": 0, "step": line.step, "metrics": line.metrics,
-                                     "path": line.path})
-            else:  # run_begin / run_end / a future type (rare): wanted whole
-                raw = raw if raw is not None else _nonblank_lines(data, end, len(lines))
-                batch.others.append(_DICT_DECODER.decode(raw[position]))
-    if logs:
-        last = next(i for i in range(len(lines) - 1, -1, -1) if lines[i] is logs[-1])
-        batch.last_log = _DICT_DECODER.decode(_line_from_end(data, end, len(lines) - 1 - last))
+        raw: list[bytes] | None = None
+        bad = 0
+    except (msgspec.DecodeError, msgspec.ValidationError):  # a torn or foreign line: find it, keep the rest
+        lines, raw, bad = _decode_each(data[:end])
+    batch = EventBatch(bad_lines=bad)
+    if not lines:
+        return batch
+    table = _number_table(lines)
+    ranks = table[:, 0]
+    rank0 = (ranks == 0) | np.isnan(ranks)  # a missing rank is rank 0, as in the dict path
+    is_log = np.fromiter(map(operator.eq, map(_TYPE, lines), itertools.repeat("log")), bool, len(lines))
+    logs = is_log & rank0
+    batch.logs = _columns_of(table[logs, 1:]) if logs.any() else {}
+    if not rank0.all():
+        batch.other_ranks = {int(rank) for rank in np.unique(ranks[~rank0])}
+    raw_line = _raw_lines(data, end, len(lines), raw)
+    for position in np.flatnonzero(rank0 & ~is_log).tolist():
+        line = lines[position]
+        if not line.type:
+            batch.bad_lines += 1  # JSON, but not an event (the dict path says the same)
+        elif line.type in _FROM_STRUCT:  # frequent and small: what the store uses was decoded already
+            batch.others.append({"type": line.type, "rank": 0, "step": line.step, "metrics": line.metrics,
+                                 "path": line.path})
+        else:  # run_begin / run_end / a future type (rare): wanted whole
+            batch.others.append(_DICT_DECODER.decode(raw_line(position)))
+    if batch.logs:
+        batch.last_log = _DICT_DECODER.decode(raw_line(int(np.flatnonzero(logs)[-1])))
     return batch
+
+
+def _number_table(lines: list[Any]) -> np.ndarray:
+    """rank + LOG_COLUMNS of every line as floats (None -> NaN), one row per line."""
+    width = 1 + len(LOG_COLUMNS)
+    try:  # no tuple per line kept, no None: floats straight into the array
+        flat = np.fromiter(itertools.chain.from_iterable(map(_NUMBERS, lines)), float, len(lines) * width)
+        return flat.reshape(len(lines), width)
+    except TypeError:  # a null (a NaN/inf the writer could not write): None becomes NaN
+        return np.array(list(map(_NUMBERS, lines)), dtype=float).reshape(len(lines), width)
+
+
+def _columns_of(table: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: np.ascontiguousarray(table[:, i]) for i, name in enumerate(LOG_COLUMNS)}
+
+
+def _decode_each(block: bytes) -> tuple[list[Any], list[bytes], int]:
+    """Line by line: the decodable lines (and their text), and how many were not."""
+    lines, raw, bad = [], [], 0
+    for text in block.split(b"\n"):
+        if not text.strip():
+            continue
+        try:
+            lines.append(_LINE_DECODER.decode(text))
+        except (msgspec.DecodeError, msgspec.ValidationError):  # not JSON, not UTF-8, not an event object
+            bad += 1
+            continue
+        raw.append(text)
+    return lines, raw, bad
+
+
+def _raw_lines(data: bytes, end: int, count: int, raw: list[bytes] | None):
+    """The text of decoded line i, found only when asked (the newest log line, a rare event)."""
+    if raw is not None:
+        return raw.__getitem__
+    split: list[bytes] = []
+
+    def line(position: int) -> bytes:
+        back = count - 1 - position
+        if back < 64:  # near the end (the newest log line): walk back from the end
+            return _line_from_end(data, end, back)
+        if not split:
+            split.extend(_nonblank_lines(data, end, count))
+        return split[position]
+
+    return line
 
 
 def _nonblank_lines(data: bytes, end: int, expected: int) -> list[bytes]:
     """The lines of data[:end] as decode_lines counted them (it skips blank ones)."""
-    raw = data.split(b"\n")
-    if end < len(data) or not raw[-1]:
-        raw.pop()  # what follows the last newline: a line still being written, or nothing
+    raw = data[:end].split(b"\n")
+    if not raw[-1]:
+        raw.pop()  # what follows the last newline: nothing
     if len(raw) == expected:  # the usual case: no blank line to drop
         return raw
     return [text for text in raw if text.strip()]
@@ -355,7 +430,7 @@ def _line_from_end(data: bytes, end: int, back: int) -> bytes:
         line = data[start:end]
         if line.strip():
             if back == 0:
-                return line
+                return line.rstrip(b"\n")
             back -= 1
         end = start
 
@@ -371,31 +446,46 @@ class ColumnReader:
     """Incremental reader of events.jsonl, like backend.events.EventReader, that returns columns.
 
     `offset` is the end of the last complete line consumed: a half-written last line is
-    simply read again next time, so no bytes are copied or carried between reads.
+    simply read again next time, so no bytes are carried between reads. The file is read
+    into one reused buffer, CHUNK_BYTES at a time (bounded memory, no fresh pages per read).
     """
 
     def __init__(self, path: str | Path, offset: int = 0):
         self.path = Path(path)
         self.offset = offset
         self.bad_lines = 0
+        self._buffer = bytearray()
 
-    def read_batch(self, max_bytes: int = CHUNK_BYTES) -> EventBatch:
-        """The next complete events, from at most `max_bytes` of the file (bounded memory)."""
+    def read_batch(self, max_bytes: int = BATCH_BYTES) -> EventBatch:
+        """The next complete events, from at most about `max_bytes` of the file, as one batch."""
         try:
             with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read(max_bytes)
+                parts, read = [], 0
+                while read < max_bytes:
+                    batch, used = self._read_chunk(handle, min(CHUNK_BYTES, max_bytes))
+                    if not used:
+                        break
+                    parts.append(batch)
+                    read += used
         except FileNotFoundError:
             return EventBatch()
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            if len(data) >= max_bytes:  # one line longer than a chunk: read it whole
-                return self.read_batch(max_bytes * 2)
-            return EventBatch()
-        self.offset += end
-        batch = decode_block(data, end)
+        batch = EventBatch.joined(parts) if parts else EventBatch()
         self.bad_lines += batch.bad_lines
         return batch
+
+    def _read_chunk(self, handle: Any, size: int) -> tuple[EventBatch, int]:
+        """Decode the complete lines of the next `size` bytes; returns them and how many bytes they were."""
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        handle.seek(self.offset)
+        got = handle.readinto(memoryview(self._buffer)[:size])
+        end = self._buffer.rfind(b"\n", 0, got) + 1
+        if end == 0:
+            if got >= size:  # one line longer than a chunk: read it whole
+                return self._read_chunk(handle, size * 2)
+            return EventBatch(), 0
+        self.offset += end
+        return decode_block(self._buffer, end), end
 
 
 # ---------------------------------------------------------------- the store
@@ -440,6 +530,7 @@ class MetricsStore:
         self.checkpoints: deque[tuple[int, str]] = deque(maxlen=32)
         self.attempts = 0
         self.log_events = 0
+        self.bad_lines = 0  # lines of the file that were not events (torn, not JSON): skipped, and said
         self.other_ranks: set[int] = set()
         self.overflow_total = 0
         self.skipped_total = 0
@@ -457,9 +548,10 @@ class MetricsStore:
         return self.ingest_batch(EventBatch.from_events(events))
 
     def ingest_batch(self, batch: EventBatch) -> int:
-        """Add a batch; returns how many events it held."""
+        """Add a batch; returns how many lines it held (events, and damaged lines, which are only counted)."""
         with self.lock:
             self.other_ranks |= batch.other_ranks
+            self.bad_lines += batch.bad_lines
             evals: list[tuple[float, float]] = []
             for event in batch.others:
                 self._other_event(event, evals)
@@ -470,7 +562,7 @@ class MetricsStore:
             if batch.last_log is not None:
                 self.last_log = batch.last_log
                 self._note_progress(batch.last_log)
-            changed = batch.log_count + len(batch.others)
+            changed = batch.log_count + len(batch.others) + batch.bad_lines
             if changed:
                 self.version += 1
             return changed

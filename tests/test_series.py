@@ -153,3 +153,37 @@ def test_vectorised_ema_equals_the_recurrence(weight: float) -> None:
         expected.append(state)
     got, last = ema(values, weight)
     assert np.allclose(got, expected, rtol=1e-12, atol=1e-12) and last == pytest.approx(expected[-1])
+
+
+@pytest.mark.parametrize("decoder", ["msgspec", "stdlib"])
+def test_damaged_lines_are_counted_and_hide_nothing_else(decoder: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if decoder == "stdlib":
+        monkeypatch.setattr(series, "msgspec", None)
+    path = tmp_path / "events.jsonl"
+    good = [json.dumps({"v": 1, "type": "log", "time": 1.0, "rank": 0, "step": s, "loss": 10.0 - s}) for s in range(1, 7)]
+    damaged = ['{"v": 1, "type": "log", "step": 3.5, "loss"',  # torn mid-line (a crash while writing)
+               "\xff\xfe not even utf-8", "[1, 2, 3]", '{"v": 1, "step": 4.5}']  # no event object, no type
+    lines = good[:2] + damaged[:2] + good[2:4] + damaged[2:] + good[4:]
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogateescape").replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe")
+                     + b"\n")
+    store = load_store(path)
+    assert store.bad_lines == 4
+    assert store.series["loss"].points() == ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [9.0, 8.0, 7.0, 6.0, 5.0, 4.0])
+    assert store.last_log["step"] == 6 and store.log_events == 6
+
+
+def test_small_chunks_and_lines_longer_than_a_chunk_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader decodes CHUNK_BYTES at a time and joins them into batches: the seams change nothing."""
+    path = FIXTURES / "cpu-fp16-overflow.jsonl"  # its run_begin line is longer than 64 bytes
+    whole = load_store(path)
+    monkeypatch.setattr(series, "CHUNK_BYTES", 64)
+    reader, store, batches = ColumnReader(path), MetricsStore(), 0
+    while (batch := reader.read_batch(256)).log_count or batch.others:
+        store.ingest_batch(batch)
+        batches += 1
+    assert batches > 10 and reader.offset == path.stat().st_size
+    for key in series.SERIES_NAMES:
+        assert store.series[key].points() == whole.series[key].points()
+    assert (store.last_log, store.run_begin, store.run_end, store.overflow_total) == (
+        whole.last_log, whole.run_begin, whole.run_end, whole.overflow_total)

@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
 from backend.runs.layout import RunFolder, RunState
 from backend.runs.manager import refresh
-from backend.series import CHUNK_BYTES, ColumnReader, MetricsStore
+from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
 
 LOG_LINES_KEPT = 400
 LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
@@ -121,9 +123,31 @@ class RunFeed:
         self.state_error: str | None = None
         self.diagnosis: Diagnosis | None = None
 
-    def poll(self, max_bytes: int = CHUNK_BYTES) -> bool:
+    def poll(self, max_bytes: int = BATCH_BYTES) -> bool:
         """One round: at most `max_bytes` of events, the new log lines, the state. True if anything changed."""
-        changed = self._read_events(max_bytes)
+        changed = self.read_events(max_bytes)
+        return self._read_log_and_state() or changed
+
+    def catch_up(self, report: Callable[[float], None], cancelled: Callable[[], bool],
+                 report_every: float = 0.5) -> bool:
+        """Read events to the end of the file (a long backlog whole, `report(fraction read)` every
+        `report_every` s meanwhile), then the log and the state once. True if anything changed."""
+        changed, last_report = False, 0.0  # the first report comes after the first chunk
+        while not cancelled():
+            changed = self.read_events() or changed
+            if not self.has_backlog():
+                break
+            if time.monotonic() - last_report > report_every:
+                report(self.read_fraction())
+                last_report = time.monotonic()
+        return self._read_log_and_state() or changed
+
+    def read_events(self, max_bytes: int = BATCH_BYTES) -> bool:
+        """At most `max_bytes` of new events into the store; True if it held any (or damaged lines)."""
+        return self.store.ingest_batch(self.reader.read_batch(max_bytes)) > 0
+
+    def _read_log_and_state(self) -> bool:
+        changed = False
         if self.log.read_new():
             self.diagnosis = pick_diagnosis(diagnose_log(self.log.text()))
             changed = True
@@ -143,10 +167,6 @@ class RunFeed:
         except FileNotFoundError:
             return 1.0
         return min(1.0, self.reader.offset / size) if size else 1.0
-
-    def _read_events(self, max_bytes: int) -> bool:
-        batch = self.reader.read_batch(max_bytes)
-        return self.store.ingest_batch(batch) > 0
 
     def _read_state(self) -> bool:
         try:

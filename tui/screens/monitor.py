@@ -250,14 +250,8 @@ class MonitorScreen(WorkerFailures, Screen[None]):
     def _poll(self) -> None:
         """Read to the end; a long backlog is read whole before anything is drawn (with a "reading N %" line)."""
         worker = get_current_worker()
-        changed, last_report = False, 0.0
-        while not worker.is_cancelled:
-            changed = self.feed.poll() or changed
-            if not self.feed.has_backlog():
-                break
-            if time.monotonic() - last_report > READING_REPORT_SECONDS:
-                self.post_message(self.Reading(self.feed.read_fraction()))
-                last_report = time.monotonic()
+        changed = self.feed.catch_up(lambda fraction: self.post_message(self.Reading(fraction)),
+                                     lambda: worker.is_cancelled, READING_REPORT_SECONDS)
         if changed and not worker.is_cancelled:
             self.post_message(self.Changed())
         self.polls += 1
