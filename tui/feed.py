@@ -123,21 +123,16 @@ class RunFeed:
         self.state_error: str | None = None
         self.diagnosis: Diagnosis | None = None
 
-    def poll(self, max_bytes: int = BATCH_BYTES) -> bool:
-        """One round: at most `max_bytes` of events, the new log lines, the state. True if anything changed."""
-        changed = self.read_events(max_bytes)
-        return self._read_log_and_state() or changed
-
-    def catch_up(self, report: Callable[[float], None], cancelled: Callable[[], bool],
-                 report_every: float = 0.5) -> bool:
+    def poll(self, report: Callable[[float], None] | None = None, cancelled: Callable[[], bool] | None = None,
+             report_every: float = 0.5) -> bool:
         """Read events to the end of the file (a long backlog whole, `report(fraction read)` every
-        `report_every` s meanwhile), then the log and the state once. True if anything changed."""
-        changed, last_report = False, 0.0  # the first report comes after the first chunk
-        while not cancelled():
+        `report_every` s meanwhile), then the new log lines and the state once. True if anything changed."""
+        changed, last_report = False, 0.0  # the first report comes after the first batch
+        while not (cancelled and cancelled()):
             changed = self.read_events() or changed
             if not self.has_backlog():
                 break
-            if time.monotonic() - last_report > report_every:
+            if report and time.monotonic() - last_report > report_every:
                 report(self.read_fraction())
                 last_report = time.monotonic()
         return self._read_log_and_state() or changed
