@@ -227,9 +227,19 @@ def stop(run_ref: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
 def resume(
     run_ref: Annotated[str, typer.Argument(metavar="RUN")],
     detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
+    as_new_run: Annotated[bool, typer.Option(
+        "--as-new-run", help="A finished run: train further as a new run from its last checkpoint's weights "
+                             "(fresh optimizer and schedule; the finished run is not touched).")] = False,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", min=1, help="With --as-new-run: optimizer steps of the new run (default: the profile's).")] = None,
 ) -> None:
-    """Continue a stopped or failed run from its last checkpoint."""
+    """Continue a stopped or failed run from its last checkpoint (a finished one: --as-new-run)."""
     folder = find_run_or_exit(run_ref)
+    if as_new_run:
+        _continue_as_new_run(folder, max_steps, detach)
+        return
+    if max_steps is not None:
+        fail("--max-steps goes with --as-new-run (a resumed run keeps its own steps)")
     try:
         resume_run(folder)
     except ValueError as err:
@@ -239,6 +249,25 @@ def resume(
                   markup=False)
     if not detach:
         follow(folder)
+
+
+def _continue_as_new_run(folder: RunFolder, max_steps: int | None, detach: bool) -> None:
+    from backend.runs.continuation import continue_as_new_run
+
+    try:
+        new = continue_as_new_run(folder, max_steps=max_steps)
+    except LaunchRefused as err:
+        for problem in err.problems:
+            err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except ValueError as err:
+        fail(visible(err))
+    console.print(f"continued run {visible(folder.run_id)} as the new run {visible(new.run_id)}\n  folder: "
+                  f"{visible(new.path)}", highlight=False, markup=False, soft_wrap=True)
+    if detach:
+        print(new.run_id)
+        return
+    follow(new)
 
 
 def attach(folder: Annotated[Path, typer.Argument(help="An existing run folder (e.g. made by a SLURM job).")]) -> None:

@@ -433,7 +433,7 @@ def _resume_locked(run: RunFolder) -> RunFolder:
         last = run.complete_checkpoints()[-1:]
         raise RunRefused(f"run {run.run_id} finished: resuming would train past its end, and swift's rotation would "
                          "delete a completed checkpoint. To train more, start a new run from its checkpoint"
-                         + (f" ({last[0]})." if last else "."))
+                         + (f" ({last[0]})" if last else "") + f": workbench resume {run.run_id} --as-new-run")
     if state.status not in RESUMABLE_STATUSES:
         hint = "stop it first" if state.is_active else "only a stopped or failed run can be resumed"
         raise RunRefused(f"run {run.run_id} is {state.status}; {hint}")
