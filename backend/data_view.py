@@ -202,6 +202,10 @@ def dataset_text(data: dict[str, Any], *, listed: int = 5) -> Text:
 def report_text(report: dict[str, Any]) -> Text:
     """swift's whole report on a profile's datasets, with the steps per epoch."""
     text = Text()
+    choice = report.get("model_choice")
+    if choice:  # swift cannot encode a row until the user sets model_type / template
+        text.append(f"⚠ {choice['message']}: rows are loaded, not encoded.\n", style="bold yellow")
+        text.append(f"  {choice['fix']}\n", style="yellow")
     for data in report.get("datasets", []):
         text.append_text(dataset_text(data))
     steps = report.get("steps_per_epoch")
@@ -213,6 +217,6 @@ def report_text(report: dict[str, Any]) -> Text:
                     f"{batch.get('per_device_train_batch_size')} × accumulation "
                     f"{batch.get('gradient_accumulation_steps')} × {batch.get('world_size')} processes{packing})\n",
                     style="bold")
-    if report.get("template_note"):
+    if report.get("template_note") and not choice:
         text.append(f"{report['template_note']}\n", style="dim")
     return text

@@ -10,10 +10,11 @@ usually a parent-side helper that calls `ask()` with the right payload and versi
 """
 
 from backend.oracle.cache import OracleCache, cache_key, file_fingerprint, library_versions
-from backend.oracle.runner import OracleError, ask, cached
+from backend.oracle.runner import OracleCancelled, OracleError, ask, cached
 
 __all__ = [
     "OracleCache",
+    "OracleCancelled",
     "OracleError",
     "ask",
     "cache_key",

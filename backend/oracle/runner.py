@@ -34,6 +34,32 @@ class OracleError(RuntimeError):
         self.detail = detail
 
 
+class OracleCancelled(OracleError):
+    """The caller stopped waiting (`cancelled()` became true): the child was killed, nothing cached."""
+
+
+class _CancelWatch:
+    """Polls `cancelled` while a child runs and kills the child's process group once it is true."""
+
+    POLL_S = 0.1
+
+    def __init__(self, process: subprocess.Popen[str], cancelled: Callable[[], bool]) -> None:
+        self.fired = False
+        self._done = threading.Event()
+        self._process, self._cancelled = process, cancelled
+        threading.Thread(target=self._watch, daemon=True, name="oracle-cancel-watch").start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            if self._cancelled():
+                self.fired = True
+                _kill_group(self._process)
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+
+
 def _question_exists(question: str) -> bool:
     return question.isidentifier() and (PACKAGE_DIR / "oracle" / f"{question}.py").is_file()
 
@@ -55,11 +81,13 @@ def cached(question: str, payload: dict[str, Any], *, libraries: Iterable[str] =
 def ask(question: str, payload: dict[str, Any], *, libraries: Iterable[str] = (),
         inputs: Iterable[Path] = (), timeout: float = DEFAULT_TIMEOUT, progress: Progress | None = None,
         refresh: bool = False, cache: OracleCache | None = None, env: dict[str, str] | None = None,
-        ) -> dict[str, Any]:
+        cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The answer to `question` for `payload`: from the cache, else from a child process.
 
     `libraries` are the distributions whose versions key the cache; `inputs` are files or folders
     whose content keys it. Raises OracleError when the child fails; failures are not cached.
+    `cancelled` (polled while the child runs, e.g. a worker's `is_cancelled`): once true, the child
+    is killed and OracleCancelled raised, so an answer nobody waits for stops costing CPU.
     """
     if not _question_exists(question):
         raise OracleError(f"unknown oracle question {question!r}")
@@ -71,14 +99,17 @@ def ask(question: str, payload: dict[str, Any], *, libraries: Iterable[str] = ()
     if progress:
         progress(f"asking {', '.join(f'{n} {v}' for n, v in versions.items()) or 'the libraries'} "
                  f"({question}; first time for this input, cached afterwards)")
-    answer = run_child(question, payload, timeout=timeout, progress=progress, env=env)
+    answer = run_child(question, payload, timeout=timeout, progress=progress, env=env, cancelled=cancelled)
     cache.put(question, key, answer, {"question": question, "versions": versions, "payload": payload})
     return answer
 
 
 def run_child(question: str, payload: dict[str, Any], *, timeout: float = DEFAULT_TIMEOUT,
-              progress: Progress | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+              progress: Progress | None = None, env: dict[str, str] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Start the child, stream its progress, return its answer (no cache)."""
+    if cancelled is not None and cancelled():
+        raise OracleCancelled(f"oracle {question!r} cancelled before it started")
     child_env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", **(env or {})}
     process = subprocess.Popen(
         [sys.executable, "-m", "backend.oracle.child", question],
@@ -91,6 +122,7 @@ def run_child(question: str, payload: dict[str, Any], *, timeout: float = DEFAUL
     reader.start()
     timer = threading.Timer(timeout, _kill_group, args=(process,))
     timer.start()
+    watch = _CancelWatch(process, cancelled) if cancelled is not None else None
     result: dict[str, Any] | None = None
     try:
         assert process.stdin is not None and process.stdout is not None
@@ -107,11 +139,15 @@ def run_child(question: str, payload: dict[str, Any], *, timeout: float = DEFAUL
         process.wait()
     finally:
         timer.cancel()
+        if watch is not None:
+            watch.stop()
         if process.poll() is None:
             _kill_group(process)
             process.wait()
     reader.join(timeout=5)
     tail = "".join(stderr_tail)[-STDERR_TAIL:]
+    if watch is not None and watch.fired:
+        raise OracleCancelled(f"oracle {question!r} cancelled: its child was stopped", tail)
     if result is None:
         why = f"timed out after {timeout:.0f} s" if process.returncode in (-signal.SIGKILL,) else (
             f"exited with code {process.returncode} before answering")

@@ -132,14 +132,14 @@ def _resolve_ref(ref: str, base_dir: Path | None, resolve: Callable[..., str]) -
 
 
 def ask_report(request: DataRequest, *, progress: Progress | None = None, refresh: bool = False,
-               timeout: float = 1800.0) -> dict[str, Any]:
+               timeout: float = 1800.0, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """swift's report on the request's datasets (cached by content + model + template + max_length)."""
     from backend.oracle import ask
 
     if not refresh and (hit := _memo_get(request)) is not None:
         return hit  # this process asked already and the files are unchanged (no hashing)
     report = ask(QUESTION, request.payload(mode="report"), libraries=LIBRARIES, inputs=request.inputs(),
-                 progress=progress, refresh=refresh, timeout=timeout)
+                 progress=progress, refresh=refresh, timeout=timeout, cancelled=cancelled)
     remember(request, report)
     return report
 
@@ -152,12 +152,12 @@ def cached_report(request: DataRequest) -> dict[str, Any] | None:
 
 
 def ask_row(request: DataRequest, row: int, *, dataset: int = 0, progress: Progress | None = None,
-            timeout: float = 600.0) -> dict[str, Any]:
+            timeout: float = 600.0, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Row `row` (1-based, file order) of dataset number `dataset`, as the template renders it."""
     from backend.oracle import ask
 
     return ask(QUESTION, request.payload(mode="row", row=row, dataset=dataset), libraries=LIBRARIES,
-               inputs=request.inputs(), progress=progress, timeout=timeout)
+               inputs=request.inputs(), progress=progress, timeout=timeout, cancelled=cancelled)
 
 
 TRUNCATED_WARNING_SHARE = 0.05  # more rows than this over max_length: a warning
@@ -426,6 +426,7 @@ class _Child:
         self.drops = _Drops()
         self._templates: tuple[Any, Any] | None = None
         self._template_error: str | None = None
+        self.model_choice: dict[str, Any] | None = None  # swift needs model_type/template set: which, choices
         self.max_length = request.max_length  # None until the model says (swift: the model's max_model_len)
 
     # ------------------------------------------------------------ loading
@@ -462,14 +463,21 @@ class _Child:
         from swift import get_processor, get_template
 
         self.progress(f"loading the tokenizer and template ({r.template or 'from the model'})")
-        processor = get_processor(r.model, model_type=r.model_type)
-        if self.max_length is None:  # swift's default: the model's own limit
-            self.max_length = processor.model_info.max_model_len
         strategy = r.truncation_strategy or "delete"
         kwargs = dict(template_type=r.template, default_system=r.system, agent_template=r.agent_template,
                       loss_scale=r.loss_scale)
-        real = get_template(processor, max_length=self.max_length,
-                            truncation_strategy="raise" if strategy == "delete" else strategy, **kwargs)
+        try:
+            processor = get_processor(r.model, model_type=r.model_type)
+            if self.max_length is None:  # swift's default: the model's own limit
+                self.max_length = processor.model_info.max_model_len
+            real = get_template(processor, max_length=self.max_length,
+                                truncation_strategy="raise" if strategy == "delete" else strategy, **kwargs)
+        except ValueError as err:  # swift cannot infer or does not know model_type/template: data, not a crash
+            self.model_choice = _model_choice(r, err)
+            if self.model_choice is None:
+                raise
+            self._template_error = f"rows are loaded, not encoded: swift needs {self.model_choice['field']}"
+            return None
         full = get_template(processor, max_length=None, **kwargs)
         for template in (real, full):
             template.set_mode("train")
@@ -520,6 +528,7 @@ class _Child:
                       "split_dataset_ratio": self.request.split_dataset_ratio},
             "template": self._templates[0].template_meta.template_type if self._templates else None,
             "template_note": self._template_error,
+            "model_choice": self.model_choice,
             "seconds": round(time.monotonic() - started, 3),
         }
 
@@ -668,7 +677,7 @@ class _Child:
         position = kept_raw.index(number - 1) if kept_raw is not None else number - 1
         templates = self._template_pair()
         if templates is None:
-            return {**base, "error": self._template_error}
+            return {**base, "error": self._template_error, "model_choice": self.model_choice}
         real, full = templates
         try:
             encoded = full.encode(train[position])
@@ -677,6 +686,47 @@ class _Child:
         return {**base, **_segments(full.tokenizer, encoded["input_ids"], encoded["labels"], self.max_length,
                                     self.request.truncation_strategy),
                 "template": real.template_meta.template_type, "messages": train[position].get("messages")}
+
+
+def _model_choice(request: DataRequest, err: ValueError) -> dict[str, Any] | None:
+    """What the user must set when swift cannot infer (or does not know) the model_type or the template,
+    with the choices swift's own registry offers; None when the error is about something else."""
+    import json
+
+    from swift.model.model_meta import get_matched_model_types
+    from swift.model.register import MODEL_MAPPING
+    from swift.template.register import TEMPLATE_MAPPING
+
+    config = Path(request.model) / "config.json"
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError):
+        architectures = []
+    arch = architectures[0] if architectures else "an unknown architecture"
+    matches = list(get_matched_model_types(architectures or None))  # swift's own candidates
+    model_type, template = request.model_type, request.template
+    if model_type is None and len(matches) == 1:
+        model_type = matches[0]  # swift inferred it: the error is about the template, if anything
+    if model_type is None or model_type not in MODEL_MAPPING:
+        field, choices = "model.model_type", matches
+        if model_type is not None:
+            message = f"swift does not know model_type {model_type!r}"
+        elif matches:
+            message = f"swift cannot infer model_type: {arch} matches {len(matches)} types"
+        else:
+            message = f"swift cannot infer model_type for {arch}"
+    else:
+        meta = MODEL_MAPPING[model_type]
+        field, choices = "model.template", list(meta.candidate_templates)
+        if template is None and not meta.template and len(choices) != 1:
+            message = f"swift cannot infer the template of model_type {model_type}"
+        elif template is not None and template not in TEMPLATE_MAPPING:
+            message = f"swift does not know template {template!r}"
+        else:
+            return None  # swift's error is about something else: a real failure
+    fix = (f"Set {field} to one of: {', '.join(choices)}." if choices
+           else f"Set {field} (swift's supported models list the values).")
+    return {"field": field, "message": message, "choices": choices, "fix": fix, "swift_error": _reason(err)}
 
 
 def _segments(tokenizer: Any, ids: list[int], labels: list[int], max_length: int | None,

@@ -64,3 +64,24 @@ def test_report_text_lists_drops_truncation_and_steps() -> None:
         "  hub dataset: not inspected offline (swift downloads it at launch)",
         "steps per epoch: 4  (7 rows, batch 1 × accumulation 2 × 1 processes)",
     ]
+
+
+def test_report_text_says_which_model_field_swift_needs_and_its_choices() -> None:
+    """swift cannot infer model_type: the report (data, not a failure) says what to set and to what."""
+    report = {"datasets": [
+        {"ref": "a.jsonl", "status": "ok", "rows_in_file": 3, "rows": 3, "dropped": 0, "train_rows": 3, "encoded": 0,
+         "note": "rows are loaded, not encoded: swift needs model.model_type"}],
+        "steps_per_epoch": 3, "train_rows": 3, "template_note": "rows are loaded, not encoded: swift needs "
+                                                                 "model.model_type",
+        "model_choice": {"field": "model.model_type", "message": "swift cannot infer model_type: "
+                                                                  "Qwen2ForCausalLM matches 2 types",
+                         "choices": ["qwen2", "qwen2_gte"], "fix": "Set model.model_type to one of: qwen2, qwen2_gte."},
+        "batch": {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1, "world_size": 1}}
+    assert report_text(report).plain.splitlines() == [
+        "⚠ swift cannot infer model_type: Qwen2ForCausalLM matches 2 types: rows are loaded, not encoded.",
+        "  Set model.model_type to one of: qwen2, qwen2_gte.",
+        "a.jsonl",
+        "  swift keeps 3 of 3 rows",
+        "  rows are loaded, not encoded: swift needs model.model_type",
+        "steps per epoch: 3  (3 rows, batch 1 × accumulation 1 × 1 processes)",
+    ]

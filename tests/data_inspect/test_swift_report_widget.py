@@ -10,6 +10,7 @@ from textual.app import App, ComposeResult
 
 from backend.oracle.swift_data import DataRequest, ask_row
 from backend.profile import load_profile
+from tests.tui.conftest import shown, shown_bold
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.trained_tokens import TrainedTokenView
 
@@ -39,19 +40,21 @@ async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile
         await _settle(pilot)
         widget = app.query_one(SwiftDataReport)
         assert widget.failure is None
-        text = widget.plain
-        assert text.startswith("./messages.jsonl\n  swift keeps 3 of 3 rows")
-        assert "./malformed.jsonl\n  swift keeps 1 of 3 rows; drops 2\n    ✗ line 2: AssertionError" in text
-        assert "steps per epoch: 2  (8 rows, batch 2 × accumulation 2 × 1 processes)" in text
+        text = shown(widget)  # what the terminal shows
+        assert text.startswith("swift's own report ./messages.jsonl swift keeps 3 of 3 rows"), text
+        assert "./malformed.jsonl swift keeps 1 of 3 rows; drops 2 ✗ line 2: AssertionError" in text
+        assert "steps per epoch: 2 (8 rows, batch 2 × accumulation 2 × 1 processes)" in text
         view = app.query_one(TrainedTokenView)
-        assert view.answer["row"] == 1 and "⟦Blue on a clear day.<|im_end|>↵⟧" in view.plain
+        assert "row 1 of ./messages.jsonl, line 1" in shown(view)
+        assert "Blue on a clear day.<|im_end|>↵" in shown_bold(view)  # the trained part, drawn as trained
         widget.focus()
         await pilot.press("right_square_bracket")
         await _settle(pilot)
-        assert view.answer["row"] == 2 and "⟦Seven.<|im_end|>↵⟧" in view.plain
+        assert "row 2 of ./messages.jsonl, line 2" in shown(view)
+        assert "Seven.<|im_end|>↵" in shown_bold(view) and "Blue on a clear day." not in shown(view)
         await pilot.press("left_square_bracket", "left_square_bracket")
         await _settle(pilot)
-        assert view.answer["row"] == 1
+        assert "row 1 of ./messages.jsonl, line 1" in shown(view)  # no row 0: the first row stays
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,30 @@ async def settle(pilot: Pilot, rounds: int = 3) -> None:
 def shown(widget: Widget) -> str:
     """What a widget draws on the terminal now: its rendered lines, whitespace (and wrapping) collapsed.
 
-    Only what is on screen counts: a widget in a tab that is not shown has no size and draws nothing."""
-    width, height = widget.size
+    Only what is on screen counts: a widget in a tab that is not shown has no size and draws nothing.
+    A container draws through its children: their text follows its own, in order. (The whole widget is
+    read, border and padding included: `size` alone would cut off as many lines as they take.)"""
+    width, height = widget.outer_size
     lines = widget.render_lines(Region(0, 0, width, height))
-    return " ".join(" ".join(line.text for line in lines).split())
+    parts = [" ".join(line.text for line in lines)] + [shown(child) for child in widget.children if child.display]
+    return " ".join(" ".join(parts).split())
+
+
+def shown_bold(widget: Widget) -> str:
+    """The text a widget draws in bold, run after run (the trained tokens of a trained-token view)."""
+    lines = widget.render_lines(Region(0, 0, *widget.outer_size))
+    return "".join(segment.text for line in lines for segment in line if segment.style and segment.style.bold)
+
+
+async def until_shown(pilot: Pilot, widget: Widget, text: str, timeout: float = 120.0) -> str:
+    """Let the app run until `widget` draws `text` (see `shown`); return what it draws then.
+
+    For answers that arrive later than `settle` waits (a swift child started after an edit settles)."""
+    deadline = time.monotonic() + timeout
+    while text not in (now := shown(widget)):
+        assert time.monotonic() < deadline, f"{type(widget).__name__} never showed {text!r}; it shows {now[:300]!r}"
+        await pilot.pause(0.1)
+    return now
 
 
 @pytest.fixture

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from textual.widgets import OptionList
 
 from backend.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import settle, shown
+from tests.tui.conftest import settle, shown, shown_bold, until_shown
 from tui.app import WorkbenchApp
 from tui.widgets.dataset_details import DatasetSummary
 from tui.widgets.dataset_picker import DatasetPickerScreen
 from tui.widgets.model_details import ModelDetails
 from tui.widgets.model_picker import ModelPickerScreen
 from tui.widgets.swift_report import SwiftDataReport
+from tui.widgets.trained_tokens import TrainedTokenView
 
 
 async def _choose(pilot, list_id: str, option_id: str) -> None:
@@ -72,9 +74,18 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         assert rows == 53
         assert "malformed" not in summary and "scanning" not in summary
         assert "user: who are you?" in summary
-        swift = screen.query_one(SwiftDataReport).plain  # #12: swift's own report replaces the first look
-        assert "swift keeps 53 of 53 rows" in swift and "steps per epoch:" in swift
-        assert "⟦" in swift  # the trained-token view of row 1
+        # #12: swift's own report replaces the first look (asked once the picks settle: a swift child)
+        report = screen.query_one(SwiftDataReport)
+        swift = await until_shown(pilot, report, "finetune-workbench.<|im_end|>")  # row 1's view drawn in full
+        assert swift.startswith("swift's own report builtin:self-cognition swift keeps 53 of 53 rows tokens per row: "
+                                "p50 50 · p90 54 · p99 61 · max 61 trained tokens: 865 of 2,636 (32.8 %) steps per "
+                                "epoch: 53 (53 rows, batch 1 × accumulation 1 × 1 processes)"), swift
+        assert ("row 1 of builtin:self-cognition, line 1 · template qwen · 50 tokens, 17 trained (34.0 %) · "
+                "max_length 256") in swift
+        # the trained-token view: the answer is drawn as trained (bold), the question as context (not)
+        trained = shown_bold(report.query_one(TrainedTokenView))
+        assert "I am Quill, a small assistant fine-tuned with finetune-workbench." in trained
+        assert "who are you?" not in trained and "system" not in trained
 
         command = screen.query_one("#command-preview").text
         assert str(tiny_model) in command
@@ -127,14 +138,63 @@ async def test_uninferable_model_type_is_warned_and_choices_offered(
         assert "choose one" in shown(screen.query_one(ModelDetails))
         assert screen.form.editors["model.model_type"].suggestions[0] == "qwen2"
 
+        # the Data tab: swift's own answer says what it needs and offers its choices (data, not a failure)
+        await pilot.press("ctrl+t")
+        report = screen.query_one(SwiftDataReport)
+        on_screen = await until_shown(pilot, report, "not encoded")
+        assert on_screen.startswith("swift's own report ⚠ swift cannot infer model_type: Qwen2ForCausalLM matches "
+                                    "2 types: rows are loaded, not encoded. Set model.model_type to one of: qwen2, "
+                                    "qwen2_gte. builtin:self-cognition swift keeps 53 of 53 rows rows are loaded, "
+                                    "not encoded: swift needs model.model_type"), on_screen
+        assert report.failure is None and "ctrl+r" not in on_screen
+        screen.form.show_tab("model")
+        await pilot.pause()
+
+        # typing: the model details follow each key (swift's registry, no child); swift's data report is
+        # asked once the typing pauses, so no wait for it here (each answer costs a swift child)
+        details = screen.query_one(ModelDetails)
         editor = screen.form.editors["model.model_type"]
         editor.focus_control()
         await pilot.press(*"qwen2")
-        await settle(pilot)
+        await _until(pilot, lambda: any(p.field == "model.template" for p in screen.problems),
+                     "the template problem of model_type qwen2")
         (problem,) = [p for p in screen.problems if p.field.startswith("model.")]
         assert problem.field == "model.template" and "qwen" in problem.fix
         screen.form.editors["model.template"].focus_control()
         await pilot.press(*"qwen")
-        await settle(pilot)
+        await _until(pilot, lambda: details.inference is not None and details.inference.template == "qwen",
+                     "the model details of template qwen")
+        await pilot.pause()  # the problems the details posted with it
         assert not [p for p in screen.problems if p.field.startswith("model.")]
         assert "--model_type qwen2" in screen.query_one("#command-preview").text
+    # the app is closed: a swift child still reading the data for the last edit was stopped with it
+    await _until_no_oracle_child()
+
+
+async def _until(pilot, condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+async def _until_no_oracle_child(timeout: float = 10.0) -> None:
+    """No `backend.oracle.child` process of this test process is left running."""
+    import asyncio
+
+    import psutil
+
+    def children() -> list[str]:
+        found = []
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if "backend.oracle.child" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                    found.append(" ".join(child.cmdline()))
+            except psutil.Error:
+                continue
+        return found
+
+    deadline = time.monotonic() + timeout
+    while children():
+        assert time.monotonic() < deadline, f"oracle children outlived the app: {children()}"
+        await asyncio.sleep(0.1)

@@ -21,7 +21,9 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from backend.data_view import report_text
 from tui.widgets.trained_tokens import TrainedTokenView
@@ -70,6 +72,8 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
         Binding("left_square_bracket", "row(-1)", "Previous row", tooltip="Trained-token view of the previous row"),
     ]
 
+    SETTLE_S = 0.6  # an edited query is asked once it has stayed the same this long
+
     query: reactive[SwiftDataQuery | None] = reactive(None, init=False)
     report: reactive[dict[str, Any] | None] = reactive(None, init=False)
     row: reactive[int] = reactive(1, init=False)
@@ -89,23 +93,30 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
             super().__init__()
             self.query, self.row, self.answer = query, row, answer
 
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._pending: Timer | None = None
+
     def compose(self) -> ComposeResult:
         yield Static(Text("swift's report: waiting for the profile", style="dim"), id="swift-report")
         yield TrainedTokenView(id="trained-tokens")
 
-    @property
-    def plain(self) -> str:
-        """The report and the row as text (for tests and logs)."""
-        report = report_text(self.report).plain if self.report else ""
-        return f"{report}\n{self.query_one(TrainedTokenView).plain}".strip()
-
-    def watch_query(self, query: SwiftDataQuery | None) -> None:
+    def watch_query(self, old: SwiftDataQuery | None, query: SwiftDataQuery | None) -> None:
         self.report = None
         self.row = 1
         self.query_one(TrainedTokenView).answer = None
-        if query is not None:
-            self._status("swift: reading the data with its own loader and template…")
+        self.workers.cancel_group(self, "swift-data")  # its child is stopped: nobody waits for that answer
+        self.workers.cancel_group(self, "swift-row")
+        if self._pending is not None:
+            self._pending.stop()
+            self._pending = None
+        if query is None:
+            return
+        self._status("swift: reading the data with its own loader and template…")
+        if old is None:
             self._ask(query)
+        else:  # an edit (a keystroke in model_type, say): ask once the typing pauses, not per key
+            self._pending = self.set_timer(self.SETTLE_S, lambda: self._ask(query))
 
     def _status(self, line: str) -> None:
         self.query_one("#swift-report", Static).update(Text(line, style="dim"))
@@ -115,11 +126,12 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     def retry(self) -> None:
         if self.query is not None:
-            self.watch_query(self.query)
+            self.watch_query(None, self.query)
 
     @work(thread=True, exclusive=True, group="swift-data", exit_on_error=False,
           description="Reading the data with swift")
     def _ask(self, query: SwiftDataQuery) -> None:
+        from backend.oracle import OracleCancelled
         from backend.oracle.swift_data import ask_report, request_for
 
         request = request_for(query.profile, query.base_dir, build_model=True)
@@ -127,7 +139,12 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
             self.post_message(self.Reported(query, None, "swift: no local dataset to read (hub datasets are "
                                                          "read by swift at launch)"))
             return
-        report = ask_report(request, progress=lambda line: self.post_message(self.Progress(query, line)))
+        worker = get_current_worker()
+        try:
+            report = ask_report(request, progress=lambda line: self.post_message(self.Progress(query, line)),
+                                cancelled=lambda: worker.is_cancelled)
+        except OracleCancelled:
+            return  # the query changed or the screen closed: the child is stopped, nothing to show
         self.post_message(self.Reported(query, report))
 
     @on(Progress)
@@ -165,9 +182,9 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
         if known is not None:
             view.answer = known
             return
-        if not datasets or datasets[0].get("status") != "ok":
+        if not datasets or datasets[0].get("status") != "ok" or not datasets[0].get("encoded"):
             view.answer = None
-            view.note = ""
+            view.note = ""  # nothing encoded (swift needs model_type / template): the report says why
             return
         view.answer = None
         view.note = f"row {row}: asking swift…"
@@ -176,9 +193,15 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     @work(thread=True, exclusive=True, group="swift-row", exit_on_error=False, description="Rendering a row")
     def _ask_row(self, query: SwiftDataQuery, row: int) -> None:
+        from backend.oracle import OracleCancelled
         from backend.oracle.swift_data import ask_row, request_for
 
-        answer = ask_row(request_for(query.profile, query.base_dir, build_model=True), row)
+        worker = get_current_worker()
+        try:
+            answer = ask_row(request_for(query.profile, query.base_dir, build_model=True), row,
+                             cancelled=lambda: worker.is_cancelled)
+        except OracleCancelled:
+            return
         self.post_message(self.RowShown(query, row, answer))
 
     @on(RowShown)

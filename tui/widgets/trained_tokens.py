@@ -50,7 +50,3 @@ class TrainedTokenView(Static):
             self.update(text)
         else:
             self.update(Text(self.note, style="dim"))
-
-    @property
-    def plain(self) -> str:
-        return row_text(self.answer, markers=True).plain if self.answer is not None else self.note
