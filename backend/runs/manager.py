@@ -234,10 +234,32 @@ def refresh(run: RunFolder) -> RunState:
     if marker.processes():
         return state  # supervisor lost, training still going
     status, reason, sig = judge_lost(run, state)
+    _alert_supervisor_gone(run, status, reason)
     try:
         return run.update_state(status=status, failure_reason=reason, signal=sig, ended_at=time.time())
     except (StateUnreadable, FolderNotWritable, FolderBusy):  # shown as concluded, written next time
         return state.model_copy(update={"status": status, "failure_reason": reason, "signal": sig})
+
+
+def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> None:
+    """The run's final alert when its supervisor (and watchdog) died before raising one: written once,
+    by whichever workbench process concluded the run, so the inbox and the monitor still hear how it
+    ended. Not sent to the profile's webhooks or commands: that is the watchdog's, which is gone."""
+    from backend.watch.alerts import Alert, append_alert_once, read_alerts
+
+    try:
+        if any(alert.kind in ("finished", "stopped", "failed") for alert in read_alerts(run.path)):
+            return  # the watchdog said it before it went
+        kind = status if status in ("finished", "stopped", "failed") else "failed"
+        said = reason or status
+        message = f"the run's supervisor is gone; {said}" if status != "unknown" else f"ended with status unknown: {said}"
+        last = last_log_event(run)
+        append_alert_once(run.path, "supervisor-gone", Alert(
+            kind, message, last.get("step") if last else None, {"status": status, "failure_reason": reason,
+                                            "concluded_by": "workbench (the supervisor left no record)"},
+            run_id=run.run_id))
+    except OSError:
+        pass  # a read-only or damaged folder: the state still says how it ended
 
 
 def _check_ref(ref: str) -> str:

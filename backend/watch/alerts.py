@@ -61,6 +61,19 @@ def append_alert(run_dir: Path, alert: Alert) -> None:
         os.close(fd)
 
 
+def append_alert_once(run_dir: Path, token: str, alert: Alert) -> bool:
+    """Append `alert` unless one with this token was appended before, by any process: the token is a
+    file `<run>/watch/<token>.once` made with O_EXCL, so two processes concluding at once write one."""
+    folder = Path(run_dir) / "watch"
+    try:
+        folder.mkdir(exist_ok=True)
+        os.close(os.open(folder / f"{token}.once", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    append_alert(run_dir, alert)
+    return True
+
+
 def read_alerts(run_dir: Path, offset: int = 0) -> list[Alert]:
     """Alerts of a run (from a byte offset); lines that are not alerts are skipped."""
     reader = EventReader(alerts_path(run_dir), offset=offset)

@@ -16,6 +16,8 @@ from backend.runs.manager import refresh, resume_run, start_run, stop_run
 from backend.runs.process import run_marker
 from backend.runs.verdict import judge_exit
 from backend.profile import load_profile
+from backend.watch.alerts import read_alerts
+from backend.watch.inbox import unseen
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile
 
@@ -45,6 +47,14 @@ def test_without_evidence_the_status_is_unknown_lost(workspace: Path) -> None:
     assert state.status == "unknown" and state.exit_code is None
     assert state.failure_reason == ("lost: the supervisor and every process of the run are gone without recording "
                                     "how it ended; last step 4; last complete checkpoint checkpoint-2")
+    # its watchdog died with it: the final alert is written once, by whoever concluded the run
+    refresh(run)
+    alerts = read_alerts(run.path)
+    assert [(a.kind, a.step, a.message) for a in alerts] == [("failed", 4, (
+        "ended with status unknown: lost: the supervisor and every process of the run are gone without recording "
+        "how it ended; last step 4; last complete checkpoint checkpoint-2"))]
+    items, _ = unseen({})
+    assert [item.alert["message"] for item in items if item.run_dir.name == run.path.name] == [alerts[0].message]
 
 
 def test_run_end_with_only_a_readme_in_the_checkpoint_is_not_finished(workspace: Path) -> None:
@@ -128,5 +138,8 @@ def test_kill_9_of_the_supervisor_while_the_trainer_finishes_is_finished(tiny_mo
         assert state.failure_reason == ("the supervisor left no record; finished by the evidence: run_end at step 12 "
                                         "and checkpoint-12 complete")
         assert state.exit_code is None
+        assert [(a.kind, a.step, a.message) for a in read_alerts(run.path)] == [("finished", 12, (
+            "the run's supervisor is gone; the supervisor left no record; finished by the evidence: run_end at "
+            "step 12 and checkpoint-12 complete"))]
     finally:
         stop_run(run)
