@@ -54,10 +54,10 @@ def test_a_finished_run_goes_on_as_a_new_run_from_its_adapter(quill_run: RunFold
     wait_for(lambda: not refresh(new).is_active, timeout=600, what="the continued run's end")
     assert refresh(new).status == "finished", new.log_tail()[-2000:]
 
-    argv = json.loads(new.command_path.read_text())["argv"]
-    assert argv[argv.index("--adapters") + 1] == str(quill_run.output_dir / "checkpoint-318")
     new_losses = _losses(new)
     # the finished run: from about 3 down to about 0.2 (hand-checked on this machine: 3.2 -> 0.19)
     assert finished_losses[0] > 2.0 and finished_losses[-1] < 0.6
     assert new_losses and new_losses[0] < 0.6, (new_losses, finished_losses[:3], finished_losses[-3:])
+    argv = json.loads(new.command_path.read_text())["argv"]
+    assert argv[argv.index("--adapters") + 1] == str(quill_run.output_dir / "checkpoint-318")
     assert len(before) > 10 and _files(quill_run) == before  # its checkpoints and records untouched
