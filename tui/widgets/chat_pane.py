@@ -15,8 +15,10 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Label, LoadingIndicator, Static
 
 from backend.jobs.chat import (
@@ -28,6 +30,55 @@ from tui.safe import plain
 from tui.worker_failures import WorkerFailures
 
 ANSWER_PAINT_SECONDS = 0.1
+
+
+class AnswerText(Widget):
+    """The answer being written, painted so that a slow link pays for the text, not for repaints.
+
+    Text is only appended, so with greedy wrapping only the last line (or the new ones) change: a paint
+    re-sends just those. While streaming, the bubble's height is kept a multiple of GROW_LINES (blank
+    lines below the text), so the layout (which repaints the whole bubble) runs once every GROW_LINES
+    lines, not once a line; the finished answer gets its exact height."""
+
+    GROW_LINES = 4
+    DEFAULT_CSS = """
+    AnswerText { height: auto; }
+    """
+
+    def __init__(self, text: str, *, classes: str) -> None:
+        super().__init__(classes=classes)
+        self._text = Text(printable(text))
+        self.streaming = True
+        self._lines = 0  # lines of text painted (the height may be more while streaming)
+
+    @property
+    def content(self) -> Text:
+        """The text shown (as Static's `content`)."""
+        return self._text
+
+    def render(self) -> Text:
+        return self._text
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        lines = super().get_content_height(container, viewport, width)
+        return -(-lines // self.GROW_LINES) * self.GROW_LINES if self.streaming else lines
+
+    def show(self, text: str, *, streaming: bool = True) -> bool:
+        """Show `text`; True when the bubble's height may change (the transcript's end moves)."""
+        rewritten = not text.startswith(self._text.plain)  # "..." replaced (or a new answer): all of it
+        self._text = Text(printable(text))
+        width, height = self.content_size
+        self.clear_cached_dimensions()
+        before, self.streaming = self.streaming, streaming
+        lines = super().get_content_height(self.content_size, self.app.size, width) if width else 0
+        painted, self._lines = self._lines, lines
+        if rewritten or not width or streaming != before \
+                or self.get_content_height(self.content_size, self.app.size, width) != height:
+            self.refresh(layout=True)
+            return True
+        first = max(0, painted - 1)
+        self.refresh(Region(0, first, width, max(1, lines - first)))
+        return False
 
 
 class ChatPane(WorkerFailures, Vertical):
@@ -79,7 +130,7 @@ class ChatPane(WorkerFailures, Vertical):
         self.role = role
         self.client = ChatClient(target, on_event=self._from_thread, name=role)
         self.history: list[dict[str, str]] = []
-        self._answer: Static | None = None
+        self._answer: AnswerText | None = None
         self._answer_text = ""
         self._paint_timer: Timer | None = None
         self._request: str | None = None  # the answer this pane waits for (events of others are dropped)
@@ -150,18 +201,17 @@ class ChatPane(WorkerFailures, Vertical):
     def ask(self, prompt: str, settings: GenerationSettings) -> None:
         """Add the user's message and ask the worker for the answer (queued while loading)."""
         if self.dead:
-            self._add("error", "the model worker is not running; ctrl+r restarts it")
+            self._add(("error", "the model worker is not running; ctrl+r restarts it"))
             return
         self.history.append({"role": "user", "content": prompt})
-        self._add("user", prompt)
         self._answer_text = ""
-        self._answer = self._add("answer", "...")
+        self._answer = self._add(("user", prompt), ("answer", "..."))  # one layout, one repaint
         try:
             self._request = self.client.generate(self.history, settings)
         except (ChatWorkerError, ValueError) as err:
             self.history.pop()
             self._finish_answer(f"(not sent: {err})")
-        self.post_message(self.Changed())
+        self.post_message(self.Changed())  # busy: Esc stops now
 
     def stop(self) -> None:
         self.client.stop()
@@ -180,16 +230,18 @@ class ChatPane(WorkerFailures, Vertical):
     def retry(self) -> None:
         self.start_worker(restart=True)
 
-    def _add(self, kind: str, text: str) -> Static:
-        bubble = Static(Text(printable(text)), classes=f"bubble {kind}")
+    def _add(self, *bubbles: tuple[str, str]) -> Widget:
+        """Mount (kind, text) bubbles in one go and show the end; the last bubble is returned."""
+        widgets = [AnswerText(text, classes=f"bubble {kind}") if kind == "answer"
+                   else Static(Text(printable(text)), classes=f"bubble {kind}") for kind, text in bubbles]
         transcript = self.query_one(".transcript", VerticalScroll)
-        transcript.mount(bubble)
+        transcript.mount_all(widgets)
         transcript.scroll_end(animate=False)
-        return bubble
+        return widgets[-1]
 
     def _finish_answer(self, suffix: str = "") -> None:
         if self._answer is not None:
-            self._answer.update(Text(printable(self._answer_text) + suffix))
+            self._answer.show(self._answer_text + suffix, streaming=False)
         self._answer = None
 
     @on(WorkerEvent)
@@ -198,19 +250,23 @@ class ChatPane(WorkerFailures, Vertical):
         event = message.event
         if isinstance(event, (Chunk, Done, Failed)) and event.request_id is not None \
                 and event.request_id != self._request:
-            self.post_message(self.Changed())  # the client is free again: the keys change
+            if not isinstance(event, Chunk):
+                self.post_message(self.Changed())  # the client is free again: the keys change
             return  # the end of an answer the user dropped (ctrl+n): it belongs to no conversation
+        # the keys (Esc: stop or back) change only when the pane becomes busy or free: no footer repaint else
         if isinstance(event, Status):
             self._status_message = event.message
             self._tick()
-        elif isinstance(event, Ready):
+            return
+        if isinstance(event, Ready):
             self.set_class(False, "-loading")
             self._set_status(f"ready - loaded in {event.seconds:.1f} s")
-        elif isinstance(event, Chunk):
+            return
+        if isinstance(event, Chunk):
             self._answer_text += event.text
             self._schedule_answer_paint()
-            return  # the keys do not change while an answer streams: no footer repaint per token
-        elif isinstance(event, Done):
+            return
+        if isinstance(event, Done):
             self._on_done(event)
         elif isinstance(event, Failed):
             self._on_failed(event)
@@ -226,8 +282,8 @@ class ChatPane(WorkerFailures, Vertical):
 
     def _paint_answer(self) -> None:
         self._paint_timer = None
-        if self._answer is not None:
-            self._answer.update(Text(printable(self._answer_text)))
+        if self._answer is not None and self._answer.show(self._answer_text):
+            # only a new line moves the end (scrolling repaints the whole transcript on the terminal)
             self.query_one(".transcript", VerticalScroll).scroll_end(animate=False)
 
     def _on_done(self, event: Done) -> None:
@@ -235,8 +291,9 @@ class ChatPane(WorkerFailures, Vertical):
         self._answer_text = event.text
         self._finish_answer(" [stopped]" if event.finish_reason == "stopped" else "")
         self.history.append({"role": "assistant", "content": event.text})
-        first = f"first token {event.first_token_seconds:.2f} s, " if event.first_token_seconds is not None else ""
-        self._set_status(f"ready - {first}{event.tokens} tokens in {event.seconds:.1f} s")
+        # short, the count first: a pane at 80 columns is ~42 wide and cuts the line's end
+        first = f" (first {event.first_token_seconds:.2f} s)" if event.first_token_seconds is not None else ""
+        self._set_status(f"ready - {event.tokens} tokens in {event.seconds:.1f} s{first}")
 
     def _drop_unanswered(self, suffix: str) -> None:
         """End an answer that will never come; its question leaves the conversation too."""
@@ -250,11 +307,11 @@ class ChatPane(WorkerFailures, Vertical):
         if event.request_id == self._request:
             self._request = None
         self._drop_unanswered(" [failed]")
-        self._add("error", event.message)
+        self._add(("error", event.message))
 
     def _on_died(self, event: WorkerDied) -> None:
         self._drop_unanswered(" [interrupted]")
         self.set_class(False, "-loading")
         self.set_class(True, "-dead")
         self._set_status("the model worker stopped - ctrl+r restarts it")
-        self._add("error", event.message)
+        self._add(("error", event.message))
