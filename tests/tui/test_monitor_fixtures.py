@@ -10,7 +10,10 @@ from pathlib import Path
 
 import psutil
 from rich.console import Console
-from run_fixtures import FIXTURES, fixture_run, open_monitor, wait_for
+from rich.style import Style
+from run_fixtures import FIXTURES, fixture_run, open_monitor, plots_drawn, wait_for
+from textual.geometry import Region
+from textual.widget import Widget
 
 from backend.events import read_all
 from tui.app import WorkbenchApp
@@ -47,6 +50,13 @@ async def test_loss_lr_progress_and_no_scaler_panel_match_the_file(tmp_path: Pat
         assert f"min {lowest['loss']:.4g} @ {lowest['step']}" in summary
         assert f"eval {evals[-1]['metrics']['eval_loss']:.4g} @ {evals[-1]['step']}" in summary
 
+        drawn = plot_lines(screen.query_one(LossPlot))  # what the terminal shows
+        assert all(name in drawn[2] + drawn[3] + drawn[4] for name in ("train", "EMA", "eval"))  # the legend
+        assert x_labels(drawn) == [0, 10, 20, 30, 40]  # the whole run: 40 steps (max_steps of run_begin)
+        assert min(y_labels(drawn)) <= lowest["loss"] and max(y_labels(drawn)) >= max(e["loss"] for e in logs)
+        drawn = plot_lines(screen.query_one(LrGradPlot))
+        assert "lr" in drawn[1] and "grad norm" in drawn[2] and x_labels(drawn) == [0, 10, 20, 30, 40]
+
         lr = screen.query_one(LrGradPlot).shown
         assert lr["lr"][1] == [e["learning_rate"] for e in logs]
         assert lr["grad"][1] == [e["grad_norm"] for e in logs]
@@ -78,6 +88,14 @@ async def test_loss_scale_panel_marks_each_overflow_of_the_fp16_run(tmp_path: Pa
         assert shown["scale"] == ([e["step"] for e in logs], [e["loss_scale"] for e in logs])
         assert shown["overflows"] == ([e["step"] for e in overflow_steps], [e["loss_scale"] for e in overflow_steps])
         assert 8 in shown["overflows"][0]  # the injected overflow
+        plot = screen.query_one(LossScalePlot)
+        drawn = plot_lines(plot)
+        # the file's scales are 65536, 131072 and 262144: a log2 axis labelled by powers of two
+        assert [line.split("┤")[0].strip() for line in drawn if "┤" in line] == ["2^18", "2^17", "2^16"]
+        assert "scale" in drawn[1] and "overflow" in drawn[2]  # the legend
+        red_marks = sum(segment.text.count("x") for strip in plot.render_lines(Region(0, 0, *plot.size))
+                        for segment in strip if "overflow" not in strip.text and is_red(segment.style))
+        assert red_marks == 2 == logs[-1]["overflow_count"]  # one red x per overflow, as the file counts them
         last = logs[-1]
         assert text_of(screen, "#scale-summary") == (
             f"GradScaler: scale {last['loss_scale']:g} = 2^{int(math.log2(last['loss_scale']))} · "
@@ -115,22 +133,98 @@ async def test_a_failed_run_shows_the_error_lines_and_a_diagnosis(tmp_path: Path
         assert text_of(screen, "#scale-summary") == "waiting for the run to begin"
 
 
-async def test_smoothing_log_scale_and_zoom(tmp_path: Path, isolated_runs: Path) -> None:
+def long_run_events(path: Path) -> None:
+    """1,200 steps written by hand, longer than the longest zoom (1000 steps): the loss is 100 up to step
+    1000, 10 from 1001 to 1150, then climbs from 1.02 to 2.0 over the last 50 steps (1 + (step - 1150) / 50)."""
+    lines = [{"v": 1, "type": "run_begin", "time": 1.0, "rank": 0, "precision": "fp32", "scaler": None,
+              "scaler_reason": "fp32 training: no loss scaling", "max_steps": 1200}]
+    for step in range(1, 1201):
+        loss = 100.0 if step <= 1000 else 10.0 if step <= 1150 else 1.0 + (step - 1150) / 50
+        lines.append({"v": 1, "type": "log", "time": 1.0 + step, "rank": 0, "step": step, "max_steps": 1200,
+                      "loss": loss, "learning_rate": 1e-4, "grad_norm": 1.0})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def plot_lines(plot: Widget) -> list[str]:
+    """The plot as the terminal shows it, line by line."""
+    return [strip.text for strip in plot.render_lines(Region(0, 0, *plot.size))]
+
+
+def y_labels(lines: list[str]) -> list[float]:
+    """The numbers left of the y axis, top to bottom."""
+    return [float(line.split("┤")[0]) for line in lines if "┤" in line and line.split("┤")[0].strip()]
+
+
+def is_red(style: Style | None) -> bool:
+    if style is None or style.color is None:
+        return False
+    red, green, blue = style.color.get_truecolor()
+    return red > 180 and green < 90 and blue < 130
+
+
+def x_labels(lines: list[str]) -> list[int]:
+    """The step numbers under the x axis, left to right."""
+    return [int(word) for word in lines[-1].split()]
+
+
+async def test_smoothing_log_scale_and_zoom_as_the_user_sees_them(tmp_path: Path, isolated_runs: Path) -> None:
     run = fixture_run(tmp_path, "quickstart-short")
-    logs = logs_of("quickstart-short")
+    long_run_events(run.events_path)
     async with app().run_test(size=(160, 48)) as pilot:
         screen = await open_monitor(pilot, run.path)
         plot = screen.query_one(LossPlot)
-        await pilot.press("s")
-        assert plot.shown["smooth"] is None and "EMA" not in text_of(screen, "#loss-summary")
-        await pilot.press("s", "l")
-        assert screen.log_scale and plot.log_scale
-        assert plot.shown["smooth"] is not None
-        screen.zoom = 10
-        await pilot.pause()
-        assert plot.shown["train"][0] == [e["step"] for e in logs if e["step"] > logs[-1]["step"] - 10]
-        await pilot.press("z")  # cycles back to the whole run
-        assert screen.zoom is None and len(plot.shown["train"][0]) == len(logs)
+
+        async def press(key: str) -> list[str]:
+            await pilot.press(key)
+            await plots_drawn(pilot, screen)
+            return plot_lines(plot)
+
+        lines = plot_lines(plot)
+        assert lines[0].strip() == "all steps" and "EMA" in " ".join(lines)  # smoothing is on at first
+        assert x_labels(lines)[0] == 0 and 1000 in x_labels(lines)  # the whole run, from step 0
+        linear = y_labels(lines)
+        assert 0.0 in linear and max(linear) >= 100.0  # a linear axis from 0 up past the plateau at 100
+
+        lines = await press("s")
+        assert "EMA" not in " ".join(lines) and "EMA" not in text_of(screen, "#loss-summary")
+        lines = await press("s")
+        assert "EMA" in " ".join(lines) and "EMA(0.9)" in text_of(screen, "#loss-summary")
+
+        lines = await press("l")
+        assert lines[0].strip() == "all steps · log y"
+        labels = y_labels(lines)
+        assert min(labels) == 1.0 and max(labels) == 100.0  # the lowest loss is 1.02: no 0 on a log axis
+        ratios = [high / low for high, low in zip(labels, labels[1:])]
+        assert all(abs(r / ratios[0] - 1) < 0.05 for r in ratios)  # evenly spaced labels: a constant ratio
+        lines = await press("l")
+        assert lines[0].strip() == "all steps" and 0.0 in y_labels(lines)
+
+        await press("s")  # the raw loss alone (the EMA still remembers the plateau for a while)
+        # the y axis spans what is in view: the plateau at 100 leaves it at 200 steps, the 10s at 50 steps
+        for steps, (top_from, top_below) in ((1000, (100, 1000)), (200, (10, 100)), (50, (2, 10))):
+            lines = await press("z")
+            assert lines[0].strip() == f"last {steps} steps"
+            ticks = x_labels(lines)
+            assert ticks[-1] == 1200 and all(1200 - steps < tick <= 1200 for tick in ticks), ticks
+            labels = y_labels(lines)
+            assert top_from <= max(labels) < top_below and min(labels) <= 1.02, labels
+        lines = await press("z")  # back to the whole run
+        assert lines[0].strip() == "all steps" and x_labels(lines)[0] == 0
+
+
+async def test_damaged_event_lines_are_said_and_hide_nothing(tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "quickstart-short")
+    lines = run.events_path.read_bytes().splitlines(keepends=True)
+    # a line torn by a crash and a line of garbage, in the middle of the run
+    damaged = lines[:10] + [lines[10][:40] + b"\n", b"\xff\xfe garbage\n"] + lines[10:]
+    run.events_path.write_bytes(b"".join(damaged))
+    logs = logs_of("quickstart-short")
+    async with app().run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, run.path)
+        summary = text_of(screen, "#loss-summary")
+        assert f"train {logs[-1]['loss']:.4g} @ {logs[-1]['step']}" in summary  # the rest is all there
+        assert summary.endswith("· 2 damaged lines skipped")
+        assert x_labels(plot_lines(screen.query_one(LossPlot))) == [0, 10, 20, 30, 40]
 
 
 async def test_small_terminal_shows_one_panel_at_a_time(tmp_path: Path, isolated_runs: Path) -> None:
