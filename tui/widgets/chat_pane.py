@@ -47,6 +47,7 @@ class AnswerText(Widget):
 
     def __init__(self, text: str, *, classes: str) -> None:
         super().__init__(classes=classes)
+        self._raw = text  # as the worker sent it (printable() may change control characters' length)
         self._text = Text(printable(text))
         self.streaming = True
         self._lines = 0  # lines of text painted (the height may be more while streaming)
@@ -65,8 +66,8 @@ class AnswerText(Widget):
 
     def show(self, text: str, *, streaming: bool = True) -> bool:
         """Show `text`; True when the bubble's height may change (the transcript's end moves)."""
-        rewritten = not text.startswith(self._text.plain)  # "..." replaced (or a new answer): all of it
-        self._text = Text(printable(text))
+        rewritten = not text.startswith(self._raw)  # "..." replaced (or a new answer): all of it
+        self._raw, self._text = text, Text(printable(text))
         width, height = self.content_size
         self.clear_cached_dimensions()
         before, self.streaming = self.streaming, streaming
