@@ -9,11 +9,12 @@ would, and counts the bytes it writes:
 
 - first paint of each screen: bytes from the key (or start) until the screen is quiet;
 - idle: bytes/s on a screen where nothing changes (launch workspace, runs list with finished
-  runs only, monitor of a finished run) — budget 0;
+  runs only, monitor of a finished run, compare view of two finished runs) — budget 0;
 - monitor of a live run: a real run of the embedded model (the quickstart made long, one log
   line per step) trains while the monitor is open — budget 4 KiB/s at 120x36;
 - chat while an answer streams (the run's newest checkpoint): budget 2x the bytes of the
-  streamed text plus a fixed cost per update (PER_UPDATE_BYTES, one update per token).
+  streamed text plus a fixed cost per update (PER_UPDATE_BYTES, one update per token); and the
+  rest of one answer (the message shown, the keys changing): SEND_BYTES_PER_CELL a cell, once.
 
 Each figure is printed beside its budget; the exit status is 1 when one is over. The app and
 the training are niced and the training uses one thread, so the bench stays within the
@@ -47,12 +48,16 @@ KIB = 1024
 LIVE_BUDGET = 4 * KIB  # bytes/s of the live monitor at the default interval: a link budget, at every size
 PAINT_BYTES_PER_CELL = 16  # first paint: at most one full frame of 16 bytes a cell (glyph, colours, moves)
 PER_UPDATE_BYTES = 160  # chat: cursor moves, styles and the last line of the answer, per streamed update
+SEND_BYTES_PER_CELL = 4  # chat: the message shown and the keys changing, once an answer (a quarter of a paint)
 QUIET_SECONDS = 1.5  # a screen is painted once it wrote nothing for this long
-SHOWN = {"launch": r"quickstart", "runs": r"Mark", "monitor": r"Smooth"}  # words each screen shows at 80x24
+SHOWN = {"launch": r"quickstart", "runs": r"Mark", "monitor": r"Smooth",  # words each screen shows at 80x24
+         "compare": r"compare 2 runs"}
+FINISHED_RUNS = ("quickstart-short", "cpu-fp16-overflow")  # newest first: the runs list's order
+DUMP_DIR: Path | None = None  # --dump DIR
 PROMPT = "Who are you? Tell me about yourself in detail."
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>NOPM78]|\x1b\][^\x07]*\x07")
 KEYS = {"f3": b"\x1bOR", "enter": b"\r", "escape": b"\x1b", "ctrl+q": b"\x11", "ctrl+o": b"\x0f",
-        "tab": b"\t", "backspace": b"\x7f"}
+        "tab": b"\t", "backspace": b"\x7f", "space": b" ", "down": b"\x1b[B"}
 
 
 def say(*parts: object) -> None:
@@ -141,6 +146,29 @@ class Terminal:
             raw = bytes(self.text[since:])
         return ANSI.sub(b"", raw).decode("utf-8", errors="replace")
 
+    def chunk_of(self, since: int, pattern: re.Pattern[bytes], last: bool = False) -> int | None:
+        """The index (in `chunks`) of the read holding the first (or last) match of `pattern` in the raw
+        bytes from offset `since` of the kept text; None when it is not there."""
+        with self.lock:
+            raw = bytes(self.text[since:])
+            sizes = [n for _, n in self.chunks]
+            kept = len(self.text)
+        found = list(pattern.finditer(raw))
+        if not found:
+            return None
+        offset = kept - len(raw) + (found[-1] if last else found[0]).end()  # in the kept text
+        written_before = sum(sizes) - kept  # bytes trimmed from the kept text's head
+        position = 0
+        for index, n in enumerate(sizes):
+            position += n
+            if position - written_before >= offset:
+                return index
+        return None
+
+    def bytes_of_chunks(self, first: int, end: int) -> int:
+        with self.lock:
+            return sum(n for _, n in self.chunks[first:end])
+
     def mark(self) -> int:
         with self.lock:
             return len(self.text)
@@ -197,18 +225,21 @@ class Terminal:
         os.close(self.master)
 
 
-def finished_run(workspace: Path) -> Path:
-    """A finished run of the embedded model (recorded fixture), registered in the run index."""
+def finished_runs(workspace: Path) -> list[Path]:
+    """Two finished runs of the embedded model (recorded fixtures), registered in the run index. The
+    newest (quickstart-short) is the list's first row: its monitor is measured; both are compared."""
     from backend.runs import index
 
-    folder = workspace / "finished-quickstart"
-    folder.mkdir(parents=True)
-    name = "quickstart-short"
-    for suffix, target in (("jsonl", "events.jsonl"), ("output.log", "output.log"), ("state.json", "state.json"),
-                           ("toml", "profile.toml")):
-        shutil.copy(FIXTURES / f"{name}.{suffix}", folder / target)
-    index.register(folder)
-    return folder
+    folders = []
+    for name in FINISHED_RUNS:
+        folder = workspace / f"finished-{name}"
+        folder.mkdir(parents=True)
+        for suffix, target in (("jsonl", "events.jsonl"), ("output.log", "output.log"),
+                               ("state.json", "state.json"), ("toml", "profile.toml")):
+            shutil.copy(FIXTURES / f"{name}.{suffix}", folder / target)
+        index.register(folder)
+        folders.append(folder)
+    return folders
 
 
 def start_live_run():
@@ -259,6 +290,13 @@ def measure_idle_screens(size: tuple[int, int], env: dict[str, str], args: list[
             painted, when = term.first_paint(SHOWN[screen])
             figures.append(Figure(size, f"first paint: {name}", painted, "bytes", paint_budget(size), when))
             figures.append(Figure(size, f"{name} idle", term.rate(idle), "B/s", 0))
+        # back to the list; mark both finished runs; compare their loss
+        term.press("escape")
+        term.first_paint(SHOWN["runs"], quiet=1.0)
+        term.press("space", "down", "space", "c")
+        painted, when = term.first_paint(SHOWN["compare"])
+        figures.append(Figure(size, "first paint: compare (2 runs)", painted, "bytes", paint_budget(size), when))
+        figures.append(Figure(size, "compare idle", term.rate(idle), "B/s", 0))
     finally:
         term.close()
     return figures
@@ -278,17 +316,28 @@ def measure_live(size: tuple[int, int], env: dict[str, str], args: list[str], se
     term.start()
     try:
         open_monitor(term)
+        since = term.mark()
         rate = term.rate(seconds)
+        if DUMP_DIR is not None:
+            with term.lock:
+                (DUMP_DIR / f"live-{size[0]}x{size[1]}.bin").write_bytes(bytes(term.text[since:]))
     finally:
         term.close()
     return [Figure(size, "monitor (live run)", rate, "B/s", LIVE_BUDGET, f"over {seconds:g} s")]
 
 
+DONE = re.compile(rb"(\d+) tokens in ([\d.]+) s(?: \(first ([\d.]+) s\))?")
+
+
 def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) -> list[Figure]:
     """Open the (stopped) live run's monitor, chat with its newest checkpoint, count the bytes of one answer.
 
-    The streamed text is counted as one byte per token (the status line says how many tokens came):
-    a lower bound of its size, so the budget is at most this strict (English is about 4 bytes a token)."""
+    Two figures. Streaming: from the keys turning to "Stop" (the message is shown) until the pane
+    says the answer ended; budget 2 x the text + PER_UPDATE_BYTES per update, one update per token
+    at most (tokens are painted together every 0.1 s) and one for the end. The text is counted as one
+    byte per token: a lower bound of its size, so the budget is at most this strict. Sending and ending:
+    the rest of the answer's bytes (the message shown, the keys changing to Stop and back, the final
+    status line); budget SEND_BYTES_PER_CELL per cell of the terminal, once per answer."""
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
@@ -304,19 +353,34 @@ def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) ->
         since, began = term.mark(), time.monotonic()
         say(f"{size}: asking")
         term.press("enter")
-        done = term.wait_for_text(r"(\d+) tokens in ([\d.]+) s", since, timeout=300)
+        done = term.wait_for_text(DONE.pattern.decode(), since, timeout=300)
+        term.wait_quiet()
         ended = term.last_write()
-        found = re.search(r"(\d+) tokens in ([\d.]+) s", term.screen_text(since))
-        written = term.bytes_between(began, ended + 1)
+        found = DONE.search(term.screen_text(since).encode())
+        # the streamed paints lie between the keys turning to "Stop" (the end of sending: the message and
+        # an empty answer drawn) and the status line that says the answer ended
+        busy = term.chunk_of(since, re.compile(rb"Stop"), last=True)
+        status = term.chunk_of(since, re.compile(rb"tokens in [\d.]+ s"))
+        total = term.bytes_between(began, ended + 1)
+        if DUMP_DIR is not None:  # --dump: the answer's bytes as the terminal got them
+            with term.lock:
+                raw = bytes(term.text[since:])
+            (DUMP_DIR / f"chat-{size[0]}x{size[1]}.bin").write_bytes(raw)
     finally:
         term.close()
-    if not done or found is None:
-        return [Figure(size, "chat streaming", written, "bytes", None, "the answer never ended")]
+    if not done or found is None or busy is None or status is None:
+        return [Figure(size, "chat, one answer (all)", total, "bytes", None, "the answer never ended")]
     tokens, seconds = int(found.group(1)), float(found.group(2))
-    budget = 2 * (tokens + len(PROMPT)) + PER_UPDATE_BYTES * (tokens + 2)
-    note = (f"{tokens} tokens in {seconds:.1f} s; budget 2 x (prompt + 1 B/token) + {PER_UPDATE_BYTES} B x "
-            f"(tokens + 2)")
-    return [Figure(size, "chat streaming (one answer)", written, "bytes", budget, note)]
+    first = float(found.group(3)) if found.group(3) else 0.0
+    streaming = term.bytes_of_chunks(busy + 1, status)
+    budget = 2 * tokens + PER_UPDATE_BYTES * (tokens + 1)
+    note = (f"{tokens} tokens in {seconds:.1f} s, first after {first:.2f} s; budget 2 x (1 B/token) + "
+            f"{PER_UPDATE_BYTES} B x (tokens + 1)")
+    cells = size[0] * size[1]
+    return [Figure(size, "chat streaming (one answer)", streaming, "bytes", budget, note),
+            Figure(size, "chat send + end (one answer)", total - streaming, "bytes", SEND_BYTES_PER_CELL * cells,
+                   f"all of the answer: {total:,} B"),
+            ]
 
 
 def main() -> int:
@@ -331,7 +395,10 @@ def main() -> int:
     parser.add_argument("--skip-idle", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-chat", action="store_true")
+    parser.add_argument("--dump", type=Path, default=None, help="write the raw bytes of the live monitor and of each chat answer here")
     args = parser.parse_args()
+    global DUMP_DIR
+    DUMP_DIR = args.dump
     app_repo = args.app_repo.resolve()
     sys.path.insert(0, str(app_repo))
     os.environ["PYTHONPATH"] = str(app_repo)
@@ -347,11 +414,11 @@ def main() -> int:
                "BENCH_CWD": str(root), "LINES": "", "COLUMNS": ""}
         del env["LINES"], env["COLUMNS"]
         os.environ.update({k: env[k] for k in ("WORKBENCH_DATA_DIR", "WORKBENCH_WORKSPACE", "OMP_NUM_THREADS")})
-        finished_run(root / "runs")
+        finished_runs(root / "runs")
         for size in sizes if not args.skip_idle else ():
             figures += measure_idle_screens(size, env, app_args, args.idle_seconds)
-            print("\n".join(f.line() for f in figures[-6:]), flush=True)
-        if not args.skip_live:
+            print("\n".join(f.line() for f in figures[-8:]), flush=True)
+        if not (args.skip_live and args.skip_chat):  # the chat talks to the live run's checkpoint
             from backend.runs.manager import stop_run
 
             run = start_live_run()
@@ -359,15 +426,16 @@ def main() -> int:
                 if not wait_for_steps(run.path, 20):
                     print("the live run did not reach step 20 with a checkpoint in time", file=sys.stderr)
                     return 2
-                for size in sizes:
+                for size in sizes if not args.skip_live else ():
                     figures += measure_live(size, env, app_args, args.live_seconds)
                     print(figures[-1].line(), flush=True)
             finally:
                 stop_run(run)
             if not args.skip_chat:
                 for size in sizes:
-                    figures += measure_chat(size, env, app_args)
-                    print(figures[-1].line(), flush=True)
+                    answer = measure_chat(size, env, app_args)
+                    figures += answer
+                    print("\n".join(f.line() for f in answer), flush=True)
     print("\nterminal traffic of `workbench` (TERM=xterm-256color)")
     for figure in figures:
         print(figure.line())
