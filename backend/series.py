@@ -309,13 +309,15 @@ if msgspec is not None:
 
         type: str = ""
         rank: int | None = 0
-        step: float | None = None
-        loss: float | None = None
-        learning_rate: float | None = None
-        grad_norm: float | None = None
-        loss_scale: float | None = None
-        overflow_count: float | None = None
-        skipped_steps: float | None = None
+        # a number the line does not have is NaN, so that a table of them is built without a
+        # Python check per value; an explicit null (a NaN/inf the writer could not write) is None
+        step: float | None = math.nan
+        loss: float | None = math.nan
+        learning_rate: float | None = math.nan
+        grad_norm: float | None = math.nan
+        loss_scale: float | None = math.nan
+        overflow_count: float | None = math.nan
+        skipped_steps: float | None = math.nan
         metrics: dict[str, Any] | None = None  # eval
         path: str | None = None  # checkpoint
 
@@ -358,7 +360,7 @@ def decode_block(data: bytes, end: int | None = None) -> EventBatch:
         if not line.type:
             batch.bad_lines += 1  # JSON, but not an event (the dict path says the same)
         elif line.type in _FROM_STRUCT:  # frequent and small: what the store uses was decoded already
-            batch.others.append({"type": line.type, "rank": 0, "step": line.step, "metrics": line.metrics,
+            batch.others.append({"type": line.type, "rank": 0, "step": _number(line.step), "metrics": line.metrics,
                                  "path": line.path})
         else:  # run_begin / run_end / a future type (rare): wanted whole
             batch.others.append(_DICT_DECODER.decode(raw_line(position)))
@@ -367,13 +369,18 @@ def decode_block(data: bytes, end: int | None = None) -> EventBatch:
     return batch
 
 
+def _number(value: float | None) -> float | None:
+    """A decoded number as the dict path has it: None when the line had none (NaN here) or null."""
+    return None if value is None or value != value else value
+
+
 def _number_table(lines: list[Any]) -> np.ndarray:
     """rank + LOG_COLUMNS of every line as floats (None -> NaN), one row per line."""
     width = 1 + len(LOG_COLUMNS)
     try:  # no tuple per line kept, no None: floats straight into the array
         flat = np.fromiter(itertools.chain.from_iterable(map(_NUMBERS, lines)), float, len(lines) * width)
         return flat.reshape(len(lines), width)
-    except TypeError:  # a null (a NaN/inf the writer could not write): None becomes NaN
+    except TypeError:  # a null (a NaN/inf the writer could not write, rare): None becomes NaN
         return np.array(list(map(_NUMBERS, lines)), dtype=float).reshape(len(lines), width)
 
 
