@@ -72,21 +72,11 @@ class MetricPanels(Grid):
     def on_mount(self) -> None:
         for name, title in TITLES.items():
             self.query_one(f"#{name}-panel").border_title = title
+        for drawn in ("smoothing", "log_scale", "zoom", "version"):  # what the plots show: a change redraws
+            self.watch(self, drawn, self.redraw, init=False)
         self._show_panels()
 
     # ------------------------------------------------------------ bound state
-
-    def watch_smoothing(self) -> None:
-        self.redraw()
-
-    def watch_log_scale(self) -> None:
-        self.redraw()
-
-    def watch_zoom(self) -> None:
-        self.redraw()
-
-    def watch_version(self) -> None:
-        self.redraw()
 
     def watch_reading(self, fraction: float | None) -> None:
         if fraction is None:
