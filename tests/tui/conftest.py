@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import WorkerFailed
 
@@ -56,6 +57,34 @@ async def until_shown(pilot: Pilot, widget: Widget, text: str, timeout: float = 
         assert time.monotonic() < deadline, f"{type(widget).__name__} never showed {text!r}; it shows {now[:300]!r}"
         await pilot.pause(0.1)
     return now
+
+
+async def details_tab(pilot: Pilot, screen: Screen, tab: str) -> None:
+    """Bring a tab of the details pane (Problems / Command / Config) on screen with F6, as a user does."""
+    for _ in range(3):
+        if screen.query_one("#details").active == f"details-{tab}":
+            break
+        await pilot.press("f6")
+        await pilot.pause()
+    assert screen.query_one("#details").active == f"details-{tab}"
+    await pilot.pause()  # drawn at its size
+
+
+def drawn_lines(widget: Widget) -> list[str]:
+    """The lines a widget (and its children) draws on the terminal, trailing blanks removed."""
+    lines = [line.text.rstrip() for line in widget.render_lines(Region(0, 0, *widget.outer_size))]
+    return [line for line in lines if line] + [line for child in widget.children for line in drawn_lines(child)]
+
+
+async def command_shown(pilot: Pilot, screen: Screen) -> str:
+    """The Command tab as drawn, squeezed: the terminal wraps a long path anywhere, so whitespace and the
+    `\\` line continuations are dropped and only the characters and their order compare."""
+    await details_tab(pilot, screen, "command")
+    return squeezed(" ".join(drawn_lines(screen.query_one("#command-preview"))))
+
+
+def squeezed(command: str) -> str:
+    return "".join(command.replace("\\", " ").split())
 
 
 @pytest.fixture

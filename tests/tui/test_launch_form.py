@@ -6,44 +6,15 @@ from pathlib import Path
 
 import yaml
 from run_fixtures import wait_for
-from textual.geometry import Region
 from textual.widgets import Input, OptionList, Select
 
 from backend.profile import load_profile
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import settle, shown
+from tests.tui.conftest import command_shown, details_tab, drawn_lines, settle, shown, squeezed
 from tui.app import WorkbenchApp
 from tui.screens.launch import LaunchScreen
 from tui.modals.dialogs import ConfirmScreen, PathPromptScreen
 from tui.widgets.validation_panel import ValidationPanel
-
-
-async def _details_tab(pilot, screen: LaunchScreen, tab: str) -> None:
-    """Bring a tab of the details pane (Problems / Command / Config) on screen with F6, as a user does."""
-    for _ in range(3):
-        if screen.query_one("#details").active == f"details-{tab}":
-            break
-        await pilot.press("f6")
-        await pilot.pause()
-    assert screen.query_one("#details").active == f"details-{tab}"
-    await pilot.pause()  # drawn at its size
-
-
-def _drawn_lines(widget) -> list[str]:
-    """The lines a widget (and its children) draws on the terminal, trailing blanks removed."""
-    lines = [line.text.rstrip() for line in widget.render_lines(Region(0, 0, *widget.outer_size))]
-    return [line for line in lines if line] + [line for child in widget.children for line in _drawn_lines(child)]
-
-
-async def _command(pilot, screen: LaunchScreen) -> str:
-    """The Command tab as drawn, squeezed: the terminal wraps a long path anywhere, so whitespace and the
-    `\\` line continuations are dropped and only the characters and their order compare."""
-    await _details_tab(pilot, screen, "command")
-    return _squeezed(" ".join(_drawn_lines(screen.query_one("#command-preview"))))
-
-
-def _squeezed(command: str) -> str:
-    return "".join(command.replace("\\", " ").split())
 
 
 async def _select(pilot, screen: LaunchScreen, path: str, label: str) -> None:
@@ -79,19 +50,19 @@ async def test_tuner_to_qlora_and_back(profile_copy: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = app.screen
-        assert "--tuner_typelora--" in await _command(pilot, screen)
-        assert "--quant_bits" not in await _command(pilot, screen)
+        assert "--tuner_typelora--" in await command_shown(pilot, screen)
+        assert "--quant_bits" not in await command_shown(pilot, screen)
         assert not screen.form.editors["tuner.quant_bits"].display
 
         await _select(pilot, screen, "tuner.type", "qlora")
         assert screen.profile.tuner.type == "qlora"
         assert screen.form.editors["tuner.quant_bits"].display and screen.form.editors["tuner.bnb_4bit_quant_type"].display
-        command = await _command(pilot, screen)
+        command = await command_shown(pilot, screen)
         assert "--quant_bits4--" in command and "--quant_methodbnb" in command, command
         assert screen.document.is_dirty
 
         await _select(pilot, screen, "tuner.type", "lora")
-        assert "--quant_bits" not in await _command(pilot, screen)
+        assert "--quant_bits" not in await command_shown(pilot, screen)
         assert not screen.form.editors["tuner.quant_bits"].display
         assert not screen.document.is_dirty  # back to what the file says
         assert screen.document.diff_text() == ""
@@ -103,18 +74,18 @@ async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: P
         await settle(pilot)
         screen = app.screen
         panel = screen.query_one(ValidationPanel)
-        await _details_tab(pilot, screen, "problems")
+        await details_tab(pilot, screen, "problems")
         assert shown(panel.query_one("#validation-summary")) == "✓ No problems: ready to launch."
 
         await _select(pilot, screen, "precision.bf16", "true")
         await _select(pilot, screen, "precision.fp16", "true")
         assert screen.profile.precision.bf16 and screen.profile.precision.fp16
-        await _details_tab(pilot, screen, "problems")
+        await details_tab(pilot, screen, "problems")
         assert shown(panel.query_one("#validation-summary")) == ("1 error and 1 warning: launch refused until errors "
                                                                  "are fixed.")
         assert shown(panel.query_one("#validation-list")).startswith("✗ precision.fp16 fp16 and bf16 are both on")
         assert screen.form.editors["precision.fp16"].has_class("-problem-error")
-        command = await _command(pilot, screen)
+        command = await command_shown(pilot, screen)
         assert "--fp16true" in command and "--bf16true" in command
 
         await pilot.press("f5")
@@ -123,10 +94,10 @@ async def test_validation_error_appears_blocks_launch_and_clears(profile_copy: P
         assert screen.query_one("#details").active == "details-problems"  # F5 shows why
 
         await _select(pilot, screen, "precision.fp16", "false")
-        await _details_tab(pilot, screen, "problems")
+        await details_tab(pilot, screen, "problems")
         assert shown(panel.query_one("#validation-summary")) == "✓ No problems: ready to launch."
         assert not screen.form.editors["precision.fp16"].has_class("-problem-error")
-        assert "--fp16false" in await _command(pilot, screen)
+        assert "--fp16false" in await command_shown(pilot, screen)
 
 
 async def test_refused_value_is_marked_at_the_field_as_typed(profile_copy: Path) -> None:
@@ -148,7 +119,7 @@ async def test_refused_value_is_marked_at_the_field_as_typed(profile_copy: Path)
         await _type(pilot, screen, "training.max_steps", "20")
         assert not editor.has_class("-invalid") and editor.error is None
         assert screen.profile.training.max_steps == 20
-        assert "--max_steps20--" in await _command(pilot, screen)
+        assert "--max_steps20--" in await command_shown(pilot, screen)
 
         await _type(pilot, screen, "training.learning_rate", "fast")
         assert "number" in screen.form.editors["training.learning_rate"].error
@@ -160,13 +131,13 @@ async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy
         await settle(pilot)
         screen = app.screen
         # what the Command tab draws is, character for character, the command launch runs
-        assert await _command(pilot, screen) == _squeezed(screen.plan.shell_line())
+        assert await command_shown(pilot, screen) == squeezed(screen.plan.shell_line())
         assert not screen.plan.accelerate_config_path.exists()  # previews are built in memory
 
         await _select(pilot, screen, "distribution.strategy", "ddp")
         await _type(pilot, screen, "distribution.nproc_per_node", "2")
-        await _details_tab(pilot, screen, "config")
-        config = yaml.safe_load("\n".join(_drawn_lines(screen.query_one("#config-preview"))))
+        await details_tab(pilot, screen, "config")
+        config = yaml.safe_load("\n".join(drawn_lines(screen.query_one("#config-preview"))))
         assert config["distributed_type"] == "MULTI_GPU" and config["num_processes"] == 2
         assert screen.form.editors["distribution.fsdp.sharding_strategy"].display is False
         await _select(pilot, screen, "distribution.strategy", "fsdp")
@@ -174,7 +145,7 @@ async def test_preview_is_the_exact_launch_and_follows_distribution(profile_copy
         # FSDP on a CPU machine is a warning (it runs as DDP), so launch stays allowed
         assert any(p.field == "distribution.strategy" and p.severity == "warning" for p in screen.problems)
 
-        await _details_tab(pilot, screen, "problems")
+        await details_tab(pilot, screen, "problems")
         await pilot.press("f6")
         assert screen.query_one("#details").active == "details-command"
         await pilot.press("f6")
