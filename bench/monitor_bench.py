@@ -98,10 +98,10 @@ def write_synthetic(path: Path, count: int, seed: int = 0) -> None:
         out.writelines(lines)
 
 
-def make_run_folder(root: Path, events: int, supervisor_pid: int) -> Path:
+def make_run_folder(root: Path, events: int, supervisor_pid: int, name: str = "bench-run") -> Path:
     from backend.runs.layout import RunFolder, RunState
 
-    run = RunFolder(root / "bench-run")
+    run = RunFolder(root / name)
     run.path.mkdir(parents=True, exist_ok=True)  # the writer may have made it already
     write_synthetic(run.events_path, events)
     run.log_path.write_text("bench: synthetic run\n")
@@ -209,6 +209,19 @@ async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: floa
                   f"max {max(lags):.2f} s")
         print(f"RSS during live: min {mib(min(samples))}, max {mib(max(samples))}, "
               f"growth {mib(max(samples) - rss_loaded)} over {seconds:g} s (bounded: store and log tail are fixed-size)")
+
+        # the screen's own cost, without a backlog: the same monitor on a 1,000-event run, opened after
+        # the first (one-time imports and style parsing are not in it)
+        app.pop_screen()
+        small = MonitorScreen(make_run_folder(run_dir.parent, 1000, writer.pid, "small-run"))
+        opened_cpu = time.process_time()
+        await app.push_screen(small)
+        while small.redraws == 0 or small.feed.has_backlog() or small.feed.state is None:
+            await asyncio.sleep(0.01)
+        while not all(plot.up_to_date for plot in small.query(MetricPlot)):
+            await asyncio.sleep(0.01)
+        print(f"monitor open of a 1,000-event run (the screen's own cost, for scale): "
+              f"{time.process_time() - opened_cpu:.2f} s CPU")
 
 
 def main() -> None:
