@@ -161,7 +161,8 @@ def test_damaged_lines_are_counted_and_hide_nothing_else(decoder: str, tmp_path:
     if decoder == "stdlib":
         monkeypatch.setattr(series, "msgspec", None)
     path = tmp_path / "events.jsonl"
-    good = [json.dumps({"v": 1, "type": "log", "time": 1.0, "rank": 0, "step": s, "loss": 10.0 - s}) for s in range(1, 7)]
+    good = [json.dumps({"v": 1, "type": "log", "time": 1.0, "rank": 0, "step": s, "loss": 10.0 - s})
+            for s in range(1, 7)]
     damaged = ['{"v": 1, "type": "log", "step": 3.5, "loss"',  # torn mid-line (a crash while writing)
                "\xff\xfe not even utf-8", "[1, 2, 3]", '{"v": 1, "step": 4.5}']  # no event object, no type
     lines = good[:2] + damaged[:2] + good[2:4] + damaged[2:] + good[4:]

@@ -82,7 +82,8 @@ class MetricPanels(Grid):
         if fraction is None:
             self.redraw()
         else:
-            show_text(self.query_one("#loss-summary", Static), f"reading the run's events… {fraction:.0%} (drawn once read)")
+            summary = self.query_one("#loss-summary", Static)
+            show_text(summary, f"reading the run's events… {fraction:.0%} (drawn once read)")
 
     def watch_shown_panel(self) -> None:
         self._show_panels()
