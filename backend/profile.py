@@ -332,12 +332,16 @@ def save_profile(profile: LaunchProfile, path: str | Path) -> Path:
     return path
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Readers see the old file or the new one, never half of one. `mode` (e.g. 0o755 for a script):
+    the new file's permissions; without it, mkstemp's 0o600."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -7,9 +7,7 @@ broken into lines with backslash continuations, so what is shown is what runs.
 
 from __future__ import annotations
 
-import os
 import shlex
-import tempfile
 from pathlib import Path
 
 from backend.command import LaunchPlan
@@ -49,22 +47,6 @@ def launch_script(plan: LaunchPlan, profile_name: str, profile_path: Path | None
         "set -euo pipefail\n"
         f"exec env {multiline_command(plan)}\n"
     )
-
-
-def write_executable_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` as an executable file: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o755)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def display_path(path: Path, cwd: Path | None = None) -> str:

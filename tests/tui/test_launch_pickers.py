@@ -10,12 +10,12 @@ from textual.widgets import OptionList
 
 from backend.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import settle, shown, shown_bold, until_shown
+from tests.tui.conftest import command_shown, settle, shown, shown_bold, until_shown
 from tui.app import WorkbenchApp
 from tui.widgets.dataset_details import DatasetSummary
-from tui.widgets.dataset_picker import DatasetPickerScreen
+from tui.modals.dataset_picker import DatasetPickerScreen
 from tui.widgets.model_details import ModelDetails
-from tui.widgets.model_picker import ModelPickerScreen
+from tui.modals.model_picker import ModelPickerScreen
 from tui.widgets.swift_report import SwiftDataReport
 from tui.widgets.trained_tokens import TrainedTokenView
 
@@ -87,10 +87,10 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         assert "I am Quill, a small assistant fine-tuned with finetune-workbench." in trained
         assert "who are you?" not in trained and "system" not in trained
 
-        command = screen.query_one("#command-preview").text
-        assert str(tiny_model) in command
-        assert str(BUILTIN_DATASETS["self-cognition"]) in command
-        assert "--model_type qwen2" in command and "--template qwen" in command
+        command = await command_shown(pilot, screen)
+        assert f"--model{tiny_model}--" in command
+        assert f"--dataset{BUILTIN_DATASETS['self-cognition']}--" in command
+        assert "--model_typeqwen2--" in command and "--templateqwen--" in command
 
 
 async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) -> None:
@@ -111,7 +111,7 @@ async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) ->
         summary = shown(screen.query_one(DatasetSummary))
         assert summary == ("swift/self-cognition#500 [hub, 500 rows sampled] hub dataset: swift downloads it at "
                            "launch; it cannot be previewed offline")
-        assert "swift/self-cognition#500" in screen.query_one("#command-preview").text
+        assert "--dataset'swift/self-cognition#500'--" in await command_shown(pilot, screen)  # quoted: a shell comment
 
 
 async def test_uninferable_model_type_is_warned_and_choices_offered(
@@ -166,7 +166,7 @@ async def test_uninferable_model_type_is_warned_and_choices_offered(
                      "the model details of template qwen")
         await pilot.pause()  # the problems the details posted with it
         assert not [p for p in screen.problems if p.field.startswith("model.")]
-        assert "--model_type qwen2" in screen.query_one("#command-preview").text
+        assert "--model_typeqwen2--templateqwen--" in await command_shown(pilot, screen)
     # the app is closed: a swift child still reading the data for the last edit was stopped with it
     await _until_no_oracle_child()
 

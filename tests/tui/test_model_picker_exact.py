@@ -11,7 +11,7 @@ from textual.app import App
 from textual.widgets import OptionList, Static
 
 from tests.tui.conftest import shown
-from tui.widgets.model_picker import ModelPickerScreen
+from tui.modals.model_picker import ModelPickerScreen
 
 GEMMA = Path(__file__).resolve().parents[1] / "estimate" / "fixtures" / "gemma2_2b" / "config.json"
 

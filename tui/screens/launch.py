@@ -31,8 +31,8 @@ from backend.runs.layout import preview_dir
 from backend.validate import Problem, errors, validate
 from tui.messages import RunLaunched
 from tui.modals.dialogs import ConfirmScreen
-from tui.widgets.dataset_picker import DatasetPickerScreen
-from tui.widgets.model_picker import ModelPickerScreen
+from tui.modals.dataset_picker import DatasetPickerScreen
+from tui.modals.model_picker import ModelPickerScreen
 from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS
 from tui.safe import plain

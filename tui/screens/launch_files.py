@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.command_text import display_path, launch_script, write_executable_atomic
+from backend.profile import write_text_atomic
+from tui.command_text import display_path, launch_script
 from tui.modals.dialogs import ConfirmScreen, PathPromptScreen, TextScreen
 from tui.profile_document import ProfileDocument, SaveRefused, check_profile, profile_choices
 
@@ -174,7 +175,9 @@ class ProfileFiles(_Base):
             return
         try:
             self.plan.write_configs()
-            write_executable_atomic(path, launch_script(self.plan, self.document.profile.name, self.document.path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, launch_script(self.plan, self.document.profile.name, self.document.path),
+                              mode=0o755)
         except OSError as err:
             self._say(f"{path}: {err}", "Script not written", "error")
             return

@@ -17,9 +17,61 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
-from tui.widgets.dataset_picker import report_text
+from backend.inspect_data import DatasetReport, Message as ChatMessage, inspect_ref, parse_ref
 from tui.worker_failures import WorkerFailures, failure_text
+
+
+PREVIEW_CHARS = 160
+
+
+def chat_text(messages: list[ChatMessage], indent: str = "  ") -> Text:
+    text = Text()
+    for message in messages:
+        content = " ".join(message["content"].split())
+        if len(content) > PREVIEW_CHARS:
+            content = content[:PREVIEW_CHARS - 1] + "…"
+        style = {"user": "cyan", "assistant": "green", "system": "magenta"}.get(message["role"], "yellow")
+        text.append(f"{indent}{message['role']}: ", style=f"bold {style}")
+        text.append(content + "\n")
+    return text
+
+
+def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown: int = 5) -> Text:
+    """The first look at one dataset entry (rows, rows swift will drop, a preview); swift's own report
+    (backend/data_view.py) replaces it when it arrives."""
+    ref = report.ref
+    text = Text()
+    text.append(ref.ref, style="bold")
+    sample = f", {ref.sample:,} rows sampled" if ref.sample else ""
+    text.append(f"  [{ref.kind}{sample}]\n", style="dim")
+    if ref.problem:
+        text.append(f"✗ {ref.problem}\n", style="red")
+        return text
+    if ref.kind == "hub":
+        text.append("hub dataset: swift downloads it at launch; it cannot be previewed offline\n", style="dim")
+        return text
+    scan = report.scan
+    if scan is None:
+        text.append("scanning…\n", style="dim")
+        return text
+    if scan.unreadable:
+        text.append(f"✗ {scan.unreadable}\n", style="bold red")
+    state = "" if scan.complete else " (scan stopped early)"
+    used = f" ({report.rows_used:,} used: #{ref.sample})" if ref.sample else ""
+    text.append(f"{scan.rows:,} rows{used}")
+    if scan.malformed_count:
+        text.append(f", {scan.malformed_count:,} that swift drops", style="bold red")
+    text.append(f"{state} · first look; swift's own report follows\n", style="")
+    for bad in scan.malformed[:malformed_shown]:
+        text.append(f"  ✗ {bad}\n", style="red")
+    if scan.malformed_count > malformed_shown:
+        text.append(f"  … and {scan.malformed_count - malformed_shown:,} more\n", style="red")
+    if scan.chars:
+        text.append(scan.chars.describe("characters") + "\n")
+    for number, messages in enumerate(scan.preview[:preview_rows], start=1):
+        text.append(f"row {number}:\n", style="dim")
+        text.append_text(chat_text(messages))
+    return text
 
 
 @dataclass(frozen=True)

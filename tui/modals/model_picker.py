@@ -20,50 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.widgets.model_details import ORIGIN_LABELS, model_details_text
 from tui.worker_failures import WorkerFailures, failure_text
-from backend.models import ModelInfo, SwiftInference, discover_models, exact_info
-
-ORIGIN_LABELS = {"builtin": "built-in", "local": "local", "hf-cache": "HF cache", "modelscope-cache": "ModelScope",
-                 "hub": "hub"}
-
-
-def model_details_text(info: ModelInfo | None, inference: SwiftInference | None = None) -> Text:
-    """Shape rows, then what swift will be told (or must be told) about model_type/template."""
-    text = Text()
-    if info is None:
-        return Text("no model chosen", style="dim")
-    text.append(f"{info.label}", style="bold")
-    text.append(f"  [{ORIGIN_LABELS.get(info.origin, info.origin)}]\n", style="dim")
-    if info.shape is not None:
-        rows = info.shape.describe()
-        text.append("  ".join(f"{label}: {value}" for label, value in rows[:-1]) + "\n")
-        text.append(f"{rows[-1][0]}: {rows[-1][1]}\n")
-        for note in info.shape.notes:
-            text.append(f"note: {note}\n", style="dim")
-    for problem in info.problems:
-        text.append(f"! {problem}\n", style="yellow")
-    if inference is not None:
-        text.append_text(_inference_text(inference))
-    text.rstrip()
-    return text
-
-
-def _inference_text(inference: SwiftInference) -> Text:
-    text = Text()
-    if inference.how == "unknown" and not inference.warnings:
-        return text
-    if inference.model_type and inference.template:
-        how = {"builtin": "built-in model", "name": "matched by name", "architecture": "matched by architecture",
-               "profile": "set in the profile", "args.json": "from the folder's args.json"}.get(inference.how, "")
-        text.append(f"swift: model_type {inference.model_type}, template {inference.template}", style="green")
-        text.append(f" ({how})\n" if how else "\n", style="dim")
-    for warning in inference.warnings:
-        text.append(f"! {warning}\n", style="yellow")
-    if inference.model_type_choices:
-        text.append(f"  model_type choices: {', '.join(inference.model_type_choices)}\n")
-    if inference.template_choices:
-        text.append(f"  template choices: {', '.join(inference.template_choices)}\n")
-    return text
+from backend.models import ModelInfo, discover_models, exact_info
 
 
 class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
