@@ -141,7 +141,8 @@ class Series:
         """Add points in arrival order; non-finite values are skipped (they are not plottable)."""
         xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
         keep = np.isfinite(xs) & np.isfinite(ys)
-        xs, ys = xs[keep], ys[keep]
+        if not keep.all():
+            xs, ys = xs[keep], ys[keep]
         if not len(xs):
             return
         if self.origin is None:
