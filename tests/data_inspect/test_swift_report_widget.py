@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 
 from backend.oracle.swift_data import DataRequest, ask_row
 from backend.profile import load_profile
-from tests.tui.conftest import shown, shown_bold
+from tests.tui.conftest import oracle_children, shown, shown_bold
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.trained_tokens import TrainedTokenView
 
@@ -57,19 +57,6 @@ async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile
         assert "row 1 of ./messages.jsonl, line 1" in shown(view)  # no row 0: the first row stays
 
 
-def _oracle_children() -> list[int]:
-    import psutil
-
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "backend.oracle.child" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
 async def test_a_query_replaced_before_its_answer_stops_its_swift_child(data_profile: Path) -> None:
     """An edit that changes the question (here max_length) stops the child still reading for the old one."""
     import time
@@ -79,13 +66,13 @@ async def test_a_query_replaced_before_its_answer_stops_its_swift_child(data_pro
     app = ReportApp(SwiftDataQuery.of(profile, data_profile.parent))
     async with app.run_test(size=(120, 60)) as pilot:
         deadline = time.monotonic() + 60
-        while not (started := _oracle_children()):
+        while not (started := oracle_children()):
             assert time.monotonic() < deadline, "no swift child started for the report"
             await pilot.pause(0.05)
         widget = app.query_one(SwiftDataReport)
         widget.query = SwiftDataQuery.of(load_profile(data_profile), data_profile.parent)  # the user edits
         deadline = time.monotonic() + 10
-        while set(started) & set(_oracle_children()):
+        while set(started) & set(oracle_children()):
             assert time.monotonic() < deadline, f"the child of the replaced query still runs: {started}"
             await pilot.pause(0.05)
 

@@ -48,6 +48,20 @@ def shown_bold(widget: Widget) -> str:
     return "".join(segment.text for line in lines for segment in line if segment.style and segment.style.bold)
 
 
+def oracle_children() -> list[int]:
+    """Pids of this test process's live oracle children (`python -m backend.oracle.child`)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "backend.oracle.child" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 async def until_shown(pilot: Pilot, widget: Widget, text: str, timeout: float = 120.0) -> str:
     """Let the app run until `widget` draws `text` (see `shown`); return what it draws then.
 

@@ -10,7 +10,7 @@ from textual.widgets import OptionList
 
 from backend.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import command_shown, settle, shown, shown_bold, until_shown
+from tests.tui.conftest import command_shown, oracle_children, settle, shown, shown_bold, until_shown
 from tui.app import WorkbenchApp
 from tui.widgets.dataset_details import DatasetSummary
 from tui.modals.dataset_picker import DatasetPickerScreen
@@ -182,19 +182,7 @@ async def _until_no_oracle_child(timeout: float = 10.0) -> None:
     """No `backend.oracle.child` process of this test process is left running."""
     import asyncio
 
-    import psutil
-
-    def children() -> list[str]:
-        found = []
-        for child in psutil.Process().children(recursive=True):
-            try:
-                if "backend.oracle.child" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
-                    found.append(" ".join(child.cmdline()))
-            except psutil.Error:
-                continue
-        return found
-
     deadline = time.monotonic() + timeout
-    while children():
-        assert time.monotonic() < deadline, f"oracle children outlived the app: {children()}"
+    while oracle_children():
+        assert time.monotonic() < deadline, f"oracle children outlived the app: {oracle_children()}"
         await asyncio.sleep(0.1)
