@@ -88,13 +88,15 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     """Show only the last N steps; None = the whole run."""
     panel: reactive[str] = reactive("", init=False)
     """The one panel the user chose to show large ("" = all of them)."""
-    shown_panel: reactive[str] = reactive("", init=False)
+    # bound down to the panels; none repaints the screen itself (over SSH a repaint of the
+    # whole screen every poll is ~7 KB: bench/terminal_traffic.py)
+    shown_panel: reactive[str] = reactive("", init=False, repaint=False)
     """The one panel shown large: the chosen one, or the loss on a small terminal ("" = all)."""
-    low_bandwidth: reactive[bool] = reactive(False, init=False)
+    low_bandwidth: reactive[bool] = reactive(False, init=False, repaint=False)
     """One-line sparklines instead of the braille plots."""
-    version: reactive[int] = reactive(-1, init=False)
+    version: reactive[int] = reactive(-1, init=False, repaint=False)
     """The store's version as last read (the panels redraw when it changes)."""
-    reading: reactive[float | None] = reactive(None, init=False)
+    reading: reactive[float | None] = reactive(None, init=False, repaint=False)
     """While a backlog is read: the fraction read (nothing is drawn until it is whole)."""
 
     class Changed(Message, bubble=False):

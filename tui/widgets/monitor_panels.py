@@ -38,15 +38,16 @@ def scale_text(scale: float | None) -> str:
 class MetricPanels(Grid):
     """Four panels; the three plot panels redraw from the store when a bound state changes."""
 
-    smoothing: reactive[bool] = reactive(True, init=False)
-    log_scale: reactive[bool] = reactive(False, init=False)
-    zoom: reactive[int | None] = reactive(None, init=False)
-    shown_panel: reactive[str] = reactive("", init=False)
+    # none repaints the grid: the plots and lines repaint only what they change (terminal traffic)
+    smoothing: reactive[bool] = reactive(True, init=False, repaint=False)
+    log_scale: reactive[bool] = reactive(False, init=False, repaint=False)
+    zoom: reactive[int | None] = reactive(None, init=False, repaint=False)
+    shown_panel: reactive[str] = reactive("", init=False, repaint=False)
     """The one panel shown alone ("" = all of them)."""
-    low_bandwidth: reactive[bool] = reactive(False, init=False)
-    version: reactive[int] = reactive(-1, init=False)
+    low_bandwidth: reactive[bool] = reactive(False, init=False, repaint=False)
+    version: reactive[int] = reactive(-1, init=False, repaint=False)
     """The store's version last read: a new one redraws."""
-    reading: reactive[float | None] = reactive(None, init=False)
+    reading: reactive[float | None] = reactive(None, init=False, repaint=False)
 
     def __init__(self, store: MetricsStore, forecast: dict | None, *, id: str | None = None) -> None:
         super().__init__(id=id)
