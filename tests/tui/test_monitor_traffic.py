@@ -1,0 +1,36 @@
+"""A live run's monitor sends the cells a new step changes, not the screen (#17): over SSH a repaint is bytes.
+
+The run grows by one log line per poll; the frames the app would write are rendered to the bytes a terminal
+receives (see test_idle_traffic). A whole 120x36 screen is about 7,000 bytes; a new step moves a few plot
+cells, the progress line and the summaries: a few hundred bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from run_fixtures import FixedSystem, fixture_run, open_monitor, wait_for
+from test_idle_traffic import TerminalBytes
+
+from tui.app import WorkbenchApp
+
+
+async def test_each_new_step_of_a_live_run_sends_a_few_hundred_bytes(tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "quickstart-short")  # 40 steps; it goes on below, one step per poll
+    app = WorkbenchApp(None, start_mode="runs")
+    async with app.run_test(size=(120, 36)) as pilot:
+        counter = TerminalBytes(app)
+        monitor = await open_monitor(pilot, run.path, poll_interval=0.2, system_monitor=FixedSystem(run.path))
+        await pilot.pause(0.5)
+        counter.reset()
+        for step in range(41, 51):
+            with open(run.events_path, "a") as events:
+                events.write(json.dumps({"v": 1, "type": "log", "time": 2e9 + step, "rank": 0, "step": step,
+                                         "max_steps": 100, "loss": 1 + 1 / step, "learning_rate": 1e-4,
+                                         "grad_norm": 1.0 + step % 3 / 10}) + "\n")
+            await wait_for(pilot, lambda: f"@ {step}" in str(monitor.query_one("#loss-summary").content),
+                           what=f"step {step} on screen")
+        await pilot.pause(0.5)
+        assert counter.frames >= 10  # every step reached the screen
+        assert counter.bytes / 10 < 2_000, f"{counter.bytes} bytes for 10 steps: the screen was repainted"
