@@ -38,7 +38,8 @@ class AnswerText(Widget):
     Text is only appended, so with greedy wrapping only the last line (or the new ones) change: a paint
     re-sends just those. While streaming, the bubble's height is kept a multiple of GROW_LINES (blank
     lines below the text), so the layout (which repaints the whole bubble) runs once every GROW_LINES
-    lines, not once a line; the finished answer gets its exact height."""
+    lines (half the transcript's height once it scrolls), not once a line; the finished answer gets its
+    exact height."""
 
     GROW_LINES = 4
     DEFAULT_CSS = """
@@ -62,7 +63,13 @@ class AnswerText(Widget):
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         lines = super().get_content_height(container, viewport, width)
-        return -(-lines // self.GROW_LINES) * self.GROW_LINES if self.streaming else lines
+        if not self.streaming:
+            return lines
+        step = self.GROW_LINES
+        shown = self.parent.size.height if isinstance(self.parent, Widget) else 0  # the transcript's rows
+        if shown and lines > shown - step:  # it scrolls from now on, and a scroll repaints all the rows:
+            step = max(step, shown // 2)  # half a page at a time
+        return -(-lines // step) * step
 
     def show(self, text: str, *, streaming: bool = True) -> bool:
         """Show `text`; True when the bubble's height may change (the transcript's end moves)."""
@@ -237,7 +244,7 @@ class ChatPane(WorkerFailures, Vertical):
                    else Static(Text(printable(text)), classes=f"bubble {kind}") for kind, text in bubbles]
         transcript = self.query_one(".transcript", VerticalScroll)
         transcript.mount_all(widgets)
-        transcript.scroll_end(animate=False)
+        transcript.anchor()  # at the end (again, if the user scrolled up) and kept there as the answer grows
         return widgets[-1]
 
     def _finish_answer(self, suffix: str = "") -> None:
@@ -283,9 +290,8 @@ class ChatPane(WorkerFailures, Vertical):
 
     def _paint_answer(self) -> None:
         self._paint_timer = None
-        if self._answer is not None and self._answer.show(self._answer_text):
-            # only a new line moves the end (scrolling repaints the whole transcript on the terminal)
-            self.query_one(".transcript", VerticalScroll).scroll_end(animate=False)
+        if self._answer is not None:
+            self._answer.show(self._answer_text)  # the anchored transcript follows its growth in the same frame
 
     def _on_done(self, event: Done) -> None:
         self._request = None
