@@ -54,10 +54,12 @@ SHOWN = {"launch": r"quickstart", "runs": r"Mark", "monitor": r"Smooth",  # word
          "compare": r"compare 2 runs"}
 FINISHED_RUNS = ("quickstart-short", "cpu-fp16-overflow")  # newest first: the runs list's order
 DUMP_DIR: Path | None = None  # --dump DIR
+CHAT_IDLE_SECONDS = 5.0
 PROMPT = "Who are you? Tell me about yourself in detail."
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>NOPM78]|\x1b\][^\x07]*\x07")
 KEYS = {"f3": b"\x1bOR", "enter": b"\r", "escape": b"\x1b", "ctrl+q": b"\x11", "ctrl+o": b"\x0f",
-        "tab": b"\t", "backspace": b"\x7f", "space": b" ", "down": b"\x1b[B"}
+        "tab": b"\t", "backspace": b"\x7f", "space": b" ", "down": b"\x1b[B",
+        "shift+tab": b"\x1b[Z", "ctrl+e": b"\x05"}
 
 
 def say(*parts: object) -> None:
@@ -329,15 +331,50 @@ def measure_live(size: tuple[int, int], env: dict[str, str], args: list[str], se
 DONE = re.compile(rb"(\d+) tokens in ([\d.]+) s(?: \(first ([\d.]+) s\))?")
 
 
-def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) -> list[Figure]:
-    """Open the (stopped) live run's monitor, chat with its newest checkpoint, count the bytes of one answer.
+def answer_figures(term: Terminal, size: tuple[int, int], prompt: str, label: str) -> list[Figure]:
+    """Type `prompt`, send it, count the bytes until the answer ended (see measure_chat)."""
+    term.press(*prompt)
+    term.wait_quiet()  # the typed prompt's echo is not the answer's traffic
+    since, began = term.mark(), time.monotonic()
+    say(f"{size}: asking ({label})")
+    term.press("enter")
+    done = term.wait_for_text(DONE.pattern.decode(), since, timeout=300)
+    term.wait_quiet()
+    ended = term.last_write()
+    found = DONE.search(term.screen_text(since).encode())
+    # the streamed paints lie between the keys turning to "Stop" (the end of sending: the message and
+    # an empty answer drawn) and the status line that says the answer ended
+    busy = term.chunk_of(since, re.compile(rb"Stop"), last=True)
+    status = term.chunk_of(since, re.compile(rb"tokens in [\d.]+ s"))
+    total = term.bytes_between(began, ended + 1)
+    if DUMP_DIR is not None:  # --dump: the answer's bytes as the terminal got them
+        with term.lock:
+            raw = bytes(term.text[since:])
+        (DUMP_DIR / f"chat-{re.sub(r'[^a-z0-9]+', '-', label)}-{size[0]}x{size[1]}.bin").write_bytes(raw)
+    if not done or found is None or busy is None or status is None:
+        return [Figure(size, f"chat, {label} (all)", total, "bytes", None, "the answer never ended")]
+    tokens, seconds = int(found.group(1)), float(found.group(2))
+    first = float(found.group(3)) if found.group(3) else 0.0
+    streaming = term.bytes_of_chunks(busy + 1, status)
+    budget = 2 * tokens + PER_UPDATE_BYTES * (tokens + 1)
+    note = f"{tokens} tokens in {seconds:.1f} s, first after {first:.2f} s"
+    return [Figure(size, f"chat streaming ({label})", streaming, "bytes", budget, note),
+            Figure(size, f"chat send + end ({label})", total - streaming, "bytes",
+                   SEND_BYTES_PER_CELL * size[0] * size[1], f"all of the answer: {total:,} B")]
 
-    Two figures. Streaming: from the keys turning to "Stop" (the message is shown) until the pane
-    says the answer ended; budget 2 x the text + PER_UPDATE_BYTES per update, one update per token
+
+def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) -> list[Figure]:
+    """Open the (stopped) live run's monitor, chat with its newest checkpoint, count the bytes of two answers:
+    the model's own (short: the tiny model says who it is), then a long one (temperature 2: it rambles to
+    the 256 new tokens allowed).
+
+    Per answer two figures. Streaming: from the keys turning to "Stop" (the message is shown) until the
+    pane says the answer ended; budget 2 x the text + PER_UPDATE_BYTES per update, one update per token
     at most (tokens are painted together every 0.1 s) and one for the end. The text is counted as one
     byte per token: a lower bound of its size, so the budget is at most this strict. Sending and ending:
     the rest of the answer's bytes (the message shown, the keys changing to Stop and back, the final
-    status line); budget SEND_BYTES_PER_CELL per cell of the terminal, once per answer."""
+    status line); budget SEND_BYTES_PER_CELL per cell of the terminal, once per answer. And the chat
+    idle after the first answer (budget 0)."""
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
@@ -348,39 +385,16 @@ def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) ->
         if not term.wait_for_text(r"ready - loaded", since, timeout=300):
             return [Figure(size, "chat streaming", 0, "bytes", None, "the model never loaded")]
         term.wait_quiet()
-        term.press(*PROMPT)
-        term.wait_quiet()  # the typed prompt's echo is not the answer's traffic
-        since, began = term.mark(), time.monotonic()
-        say(f"{size}: asking")
-        term.press("enter")
-        done = term.wait_for_text(DONE.pattern.decode(), since, timeout=300)
+        figures = answer_figures(term, size, PROMPT, "first answer")
+        idle = term.rate(CHAT_IDLE_SECONDS)  # the answer stands, the cursor in the prompt: nothing to send
+        figures.insert(0, Figure(size, "chat idle (after an answer)", idle, "B/s", 0, f"over {CHAT_IDLE_SECONDS:g} s"))
+        # temperature 2 (the settings column: prompt <- max tokens <- top-p <- temperature), back to the prompt
+        term.press("shift+tab", "shift+tab", "shift+tab", "ctrl+e", *["backspace"] * 6, "2", "tab", "tab", "tab")
         term.wait_quiet()
-        ended = term.last_write()
-        found = DONE.search(term.screen_text(since).encode())
-        # the streamed paints lie between the keys turning to "Stop" (the end of sending: the message and
-        # an empty answer drawn) and the status line that says the answer ended
-        busy = term.chunk_of(since, re.compile(rb"Stop"), last=True)
-        status = term.chunk_of(since, re.compile(rb"tokens in [\d.]+ s"))
-        total = term.bytes_between(began, ended + 1)
-        if DUMP_DIR is not None:  # --dump: the answer's bytes as the terminal got them
-            with term.lock:
-                raw = bytes(term.text[since:])
-            (DUMP_DIR / f"chat-{size[0]}x{size[1]}.bin").write_bytes(raw)
+        figures += answer_figures(term, size, "Tell me a long story.", "2nd answer, temp 2")
     finally:
         term.close()
-    if not done or found is None or busy is None or status is None:
-        return [Figure(size, "chat, one answer (all)", total, "bytes", None, "the answer never ended")]
-    tokens, seconds = int(found.group(1)), float(found.group(2))
-    first = float(found.group(3)) if found.group(3) else 0.0
-    streaming = term.bytes_of_chunks(busy + 1, status)
-    budget = 2 * tokens + PER_UPDATE_BYTES * (tokens + 1)
-    note = (f"{tokens} tokens in {seconds:.1f} s, first after {first:.2f} s; budget 2 x (1 B/token) + "
-            f"{PER_UPDATE_BYTES} B x (tokens + 1)")
-    cells = size[0] * size[1]
-    return [Figure(size, "chat streaming (one answer)", streaming, "bytes", budget, note),
-            Figure(size, "chat send + end (one answer)", total - streaming, "bytes", SEND_BYTES_PER_CELL * cells,
-                   f"all of the answer: {total:,} B"),
-            ]
+    return figures
 
 
 def main() -> int:
