@@ -283,3 +283,29 @@ def plain(renderable: object) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
+
+
+async def test_alert_steps_are_marked_on_the_loss_plot(tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    # two alerts of the run's watchdog, written by hand as alerts.jsonl holds them
+    (run.path / "alerts.jsonl").write_text(
+        '{"v":1,"type":"alert","kind":"loss_scale","message":"3 overflows in a row","step":8,"time":1.0,'
+        '"evidence":{},"action":"alert","id":"a1","run_id":""}\n'
+        '{"v":1,"type":"alert","kind":"hang","message":"no step for 60 s","step":24,"time":2.0,'
+        '"evidence":{},"action":"alert","id":"a2","run_id":""}\n')
+    async with app().run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, run.path)
+        plot = screen.query_one(LossPlot)
+        await wait_for(pilot, lambda: "alerts at steps 8, 24" in plot_lines(plot)[0], what="the alerts in the title")
+        strips = plot.render_lines(Region(0, 0, *plot.size))
+        red_columns: dict[int, int] = {}
+        for strip in strips[2:-2]:  # the plot's rows: not the title, the legend or the x axis
+            column = 0
+            for segment in strip:
+                if is_red(segment.style) and segment.text.strip():
+                    for offset, char in enumerate(segment.text):
+                        if char.strip():
+                            red_columns[column + offset] = red_columns.get(column + offset, 0) + 1
+                column += len(segment.text)
+        tall = sorted(column for column, rows in red_columns.items() if rows >= len(strips) // 2)
+        assert len(tall) == 2 and tall[0] < tall[1], red_columns  # two red vertical lines, step 8 left of 24

@@ -98,6 +98,8 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     """The store's version as last read (the panels redraw when it changes)."""
     reading: reactive[float | None] = reactive(None, init=False, repaint=False)
     """While a backlog is read: the fraction read (nothing is drawn until it is whole)."""
+    alert_steps: reactive[tuple[int, ...]] = reactive((), init=False, repaint=False)
+    """Steps of the watchdog's alerts, marked on the loss plot."""
 
     class Changed(Message, bubble=False):
         """New events, log lines or state were read."""
@@ -163,7 +165,7 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         yield RunProgress(id="progress")
         yield MetricPanels(self.feed.store, self._read_forecast(), id="panels").data_bind(
             MonitorScreen.smoothing, MonitorScreen.log_scale, MonitorScreen.zoom, MonitorScreen.shown_panel,
-            MonitorScreen.low_bandwidth, MonitorScreen.version, MonitorScreen.reading)
+            MonitorScreen.low_bandwidth, MonitorScreen.version, MonitorScreen.reading, MonitorScreen.alert_steps)
         yield AlertsPanel(self.feed.run.path, id="alerts")  # the watchdog's alerts (#15)
         yield LogTail(id="log-tail")
         yield Footer()
@@ -249,6 +251,10 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
                         on_error=lambda err: self.app.notify(f"memory sampling failed: {err}", severity="warning"))
 
     # ------------------------------------------------------------ showing
+
+    @on(AlertsPanel.Changed)
+    def _alerts_changed(self, event: AlertsPanel.Changed) -> None:
+        self.alert_steps = event.steps
 
     @on(Reading)
     def _reading(self, message: Reading) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import App
+from textual.message import Message
 from textual.widgets import Static
 
 from backend.safe_text import visible
@@ -35,6 +36,13 @@ class AlertsPanel(Static):
         &.-shown { display: block; }
     }
     """
+
+    class Changed(Message):
+        """The run's alerts changed: `steps` are the steps they were raised at (marked on the loss plot)."""
+
+        def __init__(self, steps: tuple[int, ...]) -> None:
+            super().__init__()
+            self.steps = steps
 
     def __init__(self, run_dir: Path, *, bell: bool | None = None, shown: int = 5, poll_seconds: float = 2.0,
                  id: str | None = None, classes: str | None = None) -> None:
@@ -70,6 +78,7 @@ class AlertsPanel(Static):
         self.set_class(bool(self.alerts), "-shown")
         if not self.alerts:
             return
+        self.post_message(self.Changed(tuple(sorted({a.step for a in self.alerts if isinstance(a.step, int)}))))
         text = Text()
         for number, alert in enumerate(self.alerts[-self.shown:]):
             if number:

@@ -230,11 +230,16 @@ class LossPlot(MetricPlot):
         return bool(self.options.get("log_scale"))
 
     def show(self, train: Points, smooth: Points | None, evals: Points, *, log_scale: bool, title: str,
-             xlim: tuple[float, float] | None = None) -> None:
+             xlim: tuple[float, float] | None = None, alerts: tuple[int, ...] = ()) -> None:
+        """`alerts`: steps of the watchdog's alerts, drawn as red vertical lines."""
         if log_scale:
             train, evals = _positive(train), _positive(evals)
             smooth = _positive(smooth) if smooth else None
-        self._show({"log_scale": log_scale, "title": title, "xlim": xlim}, train=train, smooth=smooth, evals=evals)
+        if alerts:
+            title += " · " + ("alert at step " if len(alerts) == 1 else "alerts at steps ") + \
+                ", ".join(str(step) for step in alerts[-4:]) + (" …" if len(alerts) > 4 else "")
+        self._show({"log_scale": log_scale, "title": title, "xlim": xlim, "alerts": alerts},
+                   train=train, smooth=smooth, evals=evals)
 
     def draw(self, plt: Plot, shown: dict[str, Points | None], options: dict[str, Any]) -> None:
         train, smooth, evals = shown.get("train"), shown.get("smooth"), shown.get("evals")
@@ -244,6 +249,8 @@ class LossPlot(MetricPlot):
             plt.plot(smooth[0], smooth[1], marker=LINE, color="orange", label="EMA")
         if evals and evals[0]:
             plt.scatter(evals[0], evals[1], marker="●", color="green", label="eval")
+        for step in options.get("alerts", ()):
+            plt.vline(step, color="red")
         plt.yscale("log" if options.get("log_scale") else "linear")
         if not options.get("log_scale"):
             self._hold_y(plt, _finite(train, smooth, evals))

@@ -48,6 +48,8 @@ class MetricPanels(Grid):
     version: reactive[int] = reactive(-1, init=False, repaint=False)
     """The store's version last read: a new one redraws."""
     reading: reactive[float | None] = reactive(None, init=False, repaint=False)
+    alert_steps: reactive[tuple[int, ...]] = reactive((), init=False, repaint=False)
+    """Steps of the run's alerts: a red line each on the loss plot."""
 
     def __init__(self, store: MetricsStore, forecast: dict | None, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -73,7 +75,7 @@ class MetricPanels(Grid):
     def on_mount(self) -> None:
         for name, title in TITLES.items():
             self.query_one(f"#{name}-panel").border_title = title
-        for drawn in ("smoothing", "log_scale", "zoom", "version"):  # what the plots show: a change redraws
+        for drawn in ("smoothing", "log_scale", "zoom", "version", "alert_steps"):  # a change redraws
             self.watch(self, drawn, self.redraw, init=False)
         self._show_panels()
 
@@ -134,6 +136,12 @@ class MetricPanels(Grid):
             return series.points(self.zoom, n)
         return pixel_thin(series.points(self.zoom, POINTS_ASKED), xlim[0], xlim[1], n)
 
+    def _alerts_within(self, train: tuple[Any, Any], xlim: tuple[float, float] | None) -> tuple[int, ...]:
+        """The alert steps inside the plotted range (a zoom shows only the newest steps)."""
+        xs = train[0] if train and len(train[0]) else ()
+        low, high = xlim if xlim is not None else ((min(xs), max(xs)) if len(xs) else (0.0, -1.0))
+        return tuple(step for step in self.alert_steps if low <= step <= high)
+
     def _draw_loss(self, store: MetricsStore) -> None:
         loss, xlim = store.series["loss"], self._x_range(store)
         train = self._points(loss, "#loss-plot", xlim)
@@ -141,7 +149,8 @@ class MetricPanels(Grid):
         evals = self._points(store.eval_loss, "#loss-plot", xlim)
         zoom = f"last {self.zoom} steps" if self.zoom else "all steps"
         self.query_one(LossPlot).show(train, smooth, evals, log_scale=self.log_scale, xlim=xlim,
-                                      title=f"{zoom}{' · log y' if self.log_scale else ''}")
+                                      title=f"{zoom}{' · log y' if self.log_scale else ''}",
+                                      alerts=self._alerts_within(train, xlim))
         self._spark("#loss-spark", train)
         damaged = f"{store.bad_lines} damaged line{'s' if store.bad_lines != 1 else ''} skipped"
         if loss.last is None:
