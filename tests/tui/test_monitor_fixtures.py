@@ -309,3 +309,24 @@ async def test_alert_steps_are_marked_on_the_loss_plot(tmp_path: Path, isolated_
                 column += len(segment.text)
         tall = sorted(column for column, rows in red_columns.items() if rows >= len(strips) // 2)
         assert len(tall) == 2 and tall[0] < tall[1], red_columns  # two red vertical lines, step 8 left of 24
+
+
+async def test_the_open_monitor_lists_its_runs_alerts_without_a_toast(tmp_path: Path, isolated_runs: Path) -> None:
+    from backend.runs import index
+
+    shown, other = fixture_run(tmp_path, "cpu-fp16-overflow"), fixture_run(tmp_path, "quickstart-short")
+    for run in (shown, other):
+        index.register(run.path)
+    async with app().run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, shown.path)
+        assert pilot.app.alert_toaster.check() == []
+        for run, step, message in ((shown, 12, "3 overflows in a row"), (other, 30, "no step for 60 s")):
+            with open(run.path / "alerts.jsonl", "a") as handle:
+                handle.write(json.dumps({"v": 1, "type": "alert", "kind": "hang", "message": message, "step": step,
+                                         "time": 1.0, "evidence": {}, "action": "alert", "id": f"a{step}"}) + "\n")
+        assert len(pilot.app.alert_toaster.check()) == 2
+        screen.query_one("#alerts").check()
+        await pilot.pause()
+        # the other run's alert is a toast; this run's is in its panel only (a toast would repaint the screen twice)
+        assert [n.title for n in pilot.app._notifications] == ["quickstart-short: hang at step 30"]
+        assert "hang at step 12: 3 overflows in a row" in " ".join(plot_lines(screen.query_one("#alerts")))

@@ -126,7 +126,7 @@ class AlertToaster:
                 continue
             alerts = read_alerts(folder, offset=start)
             self.offsets[key] = size
-            for alert in alerts:
+            for alert in alerts if not self._shown_on_screen(folder) else ():
                 where = f" at step {alert.step}" if alert.step is not None else ""
                 self.app.notify(visible(alert.message), title=visible(f"{folder.name}: {alert.kind}{where}"),
                                 severity=SEVERITY.get(alert.kind, "error"), timeout=10, markup=False)
@@ -134,6 +134,14 @@ class AlertToaster:
                 self.app.bell()
             new += alerts
         return new
+
+
+    def _shown_on_screen(self, folder: Path) -> bool:
+        """The run's monitor is on screen: its alerts panel lists them already, and over SSH a toast
+        costs two repaints of the whole screen (it appears, it goes)."""
+        feed = getattr(self.app.screen, "feed", None)
+        run = getattr(feed, "run", None)
+        return run is not None and Path(run.path).resolve() == Path(folder).resolve()
 
 
 def _size(folder: Path) -> int:
