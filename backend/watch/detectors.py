@@ -67,7 +67,10 @@ class NonfiniteDetector:
 
 
 class DivergenceDetector:
-    """The loss EMA rose by `factor` over its lowest value within the last `window` steps."""
+    """The loss EMA rose by `factor` over its lowest value within the last `window` steps.
+
+    One alert per episode, and at most one per `window` steps: a noisy loss that crosses the
+    threshold back and forth is one divergence, not an alert every few steps."""
 
     kind = "divergence"
 
@@ -77,6 +80,7 @@ class DivergenceDetector:
         self._history: deque[tuple[int, float]] = deque()
         self._points = 0
         self._raised = False
+        self._last_alert_step: int | None = None
 
     def on_event(self, event: dict[str, Any]) -> list[Finding]:
         if not _is_rank0_log(event) or event.get("loss") is None:
@@ -94,9 +98,10 @@ class DivergenceDetector:
         if not rising:
             self._raised = False
             return []
-        if self._raised:
+        recent = self._last_alert_step is not None and step - self._last_alert_step < self.window
+        if self._raised or recent:
             return []
-        self._raised = True
+        self._raised, self._last_alert_step = True, step
         return [Finding(self.kind, f"loss is diverging: its EMA rose from {lowest:.4g} to {self.ema:.4g} "
                                    f"(x{self.ema / lowest:.1f}) within {self.window} steps", step,
                         {"ema": self.ema, "lowest_ema_in_window": lowest, "factor": self.factor,

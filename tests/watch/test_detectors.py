@@ -52,6 +52,19 @@ def test_divergence_when_the_ema_triples_within_the_window() -> None:
     assert d.on_event(log(12, loss=10.0)) == []  # one alert per episode
 
 
+def test_a_noisy_loss_around_the_threshold_is_one_alert_per_window() -> None:
+    d = DivergenceDetector(factor=3.0, window=50, alpha=0.5)
+    found = []
+    for step in range(1, 11):
+        found += d.on_event(log(step, loss=1.0))
+    # then a spike of 10 every 4th step (11, 15, 19 ...): the EMA (alpha 0.5) goes 5.5, 3.25, 2.1, 1.6, 5.8 ... so it
+    # crosses 3x the window's lowest up and down every 4 steps (the old latch alone: an alert at each spike,
+    # 15 of them by step 69). Spikes before step 61 lie within 50 steps of the first alert; 63 does not.
+    for step in range(11, 70):
+        found += d.on_event(log(step, loss=10.0 if (step - 11) % 4 == 0 else 1.0))
+    assert [f.step for f in found] == [11, 63]
+
+
 def test_falling_loss_never_diverges() -> None:
     d = DivergenceDetector(factor=3.0, window=50)
     assert sum((d.on_event(log(s, loss=6.0 / s)) for s in range(1, 200)), []) == []
