@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from textual import on, work
-from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
@@ -60,17 +59,8 @@ class ExtraArgsEditor(FieldEditor):
         schema = load_schema()  # a worker thread: may ask swift once (about 10 s), cached afterwards
         self.app.call_from_thread(self._schema_ready, schema, managed_flags())
 
-    class SchemaRead(Message):
-        """swift's schema arrived (the form shows swift's defaults of unset fields from it)."""
-
-        def __init__(self, schema: SwiftSchema) -> None:
-            super().__init__()
-            self.schema = schema
-
     def _schema_ready(self, schema: SwiftSchema | None, managed: dict[str, str]) -> None:
         self.schema, self.managed = schema, managed
-        if schema is not None:
-            self.post_message(self.SchemaRead(schema))
         if schema is not None and isinstance(self.control_widget, Input):
             free = [name for name in schema.fields("sft") if name not in managed]
             self.control_widget.suggester = SwiftFlagSuggester(free)

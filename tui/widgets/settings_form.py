@@ -101,9 +101,13 @@ class FieldEditor(Vertical):
         return Input(format_value(spec, value), compact=True, classes="field-control",
                      select_on_focus=False)
 
-    def watch_swift_default(self, text: str) -> None:
-        if self.is_mounted and isinstance(self.control_widget, Input):
-            self.control_widget.placeholder = text
+    def watch_swift_default(self) -> None:
+        if self.is_mounted:
+            self._apply_swift_default()
+
+    def _apply_swift_default(self) -> None:
+        if isinstance(self.control_widget, Input):
+            self.control_widget.placeholder = self.swift_default
 
     def _choice_index(self, value: Any) -> int:
         for index, (_, choice) in enumerate(self.spec.choices):
@@ -124,7 +128,7 @@ class FieldEditor(Vertical):
             control.cursor_blink = False  # snapshots and pilots: a steady cursor
         self._update_note()
         self._apply_suggestions()
-        self.watch_swift_default(self.swift_default)
+        self._apply_swift_default()  # a value set before the editor was mounted (a hidden tab)
 
     @property
     def suggestions(self) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
@@ -166,9 +166,21 @@ class SettingsTabs(Vertical):
         self._distribution.update(distribution_support(self.hardware, document.profile))
         self._show_swift_defaults()
 
-    @on(ExtraArgsEditor.SchemaRead)
-    def _schema_read(self, event: ExtraArgsEditor.SchemaRead) -> None:
-        self._schema = event.schema
+    @work(thread=True, exclusive=True, group="form-swift-schema", exit_on_error=False,
+          description="Reading swift's defaults")
+    def _load_schema(self) -> None:
+        from backend.oracle import OracleError
+        from backend.swift_schema import load_schema
+
+        try:
+            schema = load_schema()  # a worker thread: cached, or asked of swift once (about 10 s)
+        except OracleError:
+            return  # no hints in the boxes; the extra-args editor shows why swift could not be read
+        if schema is not None:
+            self.app.call_from_thread(self._schema_read, schema)
+
+    def _schema_read(self, schema: SwiftSchema) -> None:
+        self._schema = schema
         self._show_swift_defaults()
 
     def _show_swift_defaults(self) -> None:
@@ -181,6 +193,7 @@ class SettingsTabs(Vertical):
 
     def on_mount(self) -> None:
         self.watch_hardware()
+        self._load_schema()
 
     def watch_hardware(self) -> None:
         self._precision.update(precision_support(self.hardware))
