@@ -34,3 +34,26 @@ async def test_each_new_step_of_a_live_run_sends_a_few_hundred_bytes(tmp_path: P
         await pilot.pause(0.5)
         assert counter.frames >= 10  # every step reached the screen
         assert counter.bytes / 10 < 2_000, f"{counter.bytes} bytes for 10 steps: the screen was repainted"
+
+
+async def test_each_new_alert_after_the_first_sends_a_few_lines(tmp_path: Path, isolated_runs: Path) -> None:
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    app = WorkbenchApp(None, start_mode="runs")
+    async with app.run_test(size=(120, 36)) as pilot:
+        counter = TerminalBytes(app)
+        monitor = await open_monitor(pilot, run.path, system_monitor=FixedSystem(run.path))
+        panel = monitor.query_one("#alerts")
+        sent = []
+        for number in range(6):  # a diverging run: the watchdog raises one alert after another
+            counter.reset()
+            with open(run.path / "alerts.jsonl", "a") as alerts:
+                alerts.write(json.dumps({"v": 1, "type": "alert", "kind": "divergence", "step": 10 + number,
+                                         "message": f"loss is diverging ({number})", "time": 1.0, "evidence": {},
+                                         "action": "alert", "id": f"d{number}"}) + "\n")
+            panel.check()
+            await wait_for(pilot, lambda: f"loss is diverging ({number})" in str(panel.render()), what="the alert")
+            await pilot.pause(0.3)
+            sent.append(counter.bytes)
+        # the first alert opens the panel (the screen is laid out again); the next ones change its lines and the
+        # loss plot's marks only. A panel that grew with each alert re-sent the whole screen twice: ~20 KB each.
+        assert sent[0] > 5_000 and max(sent[1:]) < 3_000, sent

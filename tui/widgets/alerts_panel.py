@@ -29,8 +29,7 @@ class AlertsPanel(Static):
     DEFAULT_CSS = """
     AlertsPanel {
         display: none;
-        height: auto;
-        max-height: 7;
+        height: 3;  /* fixed: a panel that grew with each alert re-laid out the screen, ~20 KB over SSH each */
         padding: 0 1;
         border-left: thick $error;
         &.-shown { display: block; }
@@ -44,7 +43,7 @@ class AlertsPanel(Static):
             super().__init__()
             self.steps = steps
 
-    def __init__(self, run_dir: Path, *, bell: bool | None = None, shown: int = 5, poll_seconds: float = 2.0,
+    def __init__(self, run_dir: Path, *, bell: bool | None = None, shown: int = 2, poll_seconds: float = 2.0,
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes, markup=False)
         self.run_dir = Path(run_dir)
