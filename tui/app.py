@@ -16,6 +16,7 @@ from textual.screen import Screen
 
 from backend.hardware import HardwareInfo
 from tui.safe import shown_as_is
+from tui.terminal_gone import exit_when_the_terminal_is_gone
 from tui.terminal_pace import TerminalPace
 from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
@@ -63,6 +64,7 @@ class WorkbenchApp(App[None]):
 
         start_alert_toasts(self)  # a toast (and the bell) for each new alert of any run (#15)
         self.terminal_pace.start()
+        exit_when_the_terminal_is_gone(self)  # no busy loop on a closed terminal that sent no SIGHUP
         self.switch_mode(self.start_mode)
 
     def on_ready(self) -> None:
@@ -133,3 +135,5 @@ def run_app(profile_path: Path, refresh_seconds: float | None = None, low_bandwi
     app.refresh_seconds = refresh_seconds  # the monitor's update interval (None: its default); key i changes it
     app.low_bandwidth = low_bandwidth  # the monitor draws sparklines instead of braille plots; key b toggles it
     app.run()
+    if app.return_code:  # 1: the terminal was hung up (tui/terminal_gone.py)
+        raise SystemExit(app.return_code)
