@@ -7,6 +7,7 @@ than the context, a crashed worker and its restart, and no process left once the
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual import events
 from textual.app import App
 from textual.message import Message
 from textual.pilot import Pilot
@@ -68,6 +70,25 @@ async def send(pilot: Pilot, prompt: str) -> None:
     await pilot.press("enter")
 
 
+async def send_and_press_mid_answer(pilot: Pilot, prompt: str, key: str, panes: tuple[ChatPane, ...]) -> None:
+    """Send `prompt` and press `key` as soon as both panes are answering it.
+
+    A pilot's press waits until the app is idle, and an app receiving a stream of chunks is not: on an idle
+    machine the random base model's answer (500-1000 tokens, depending on the CPU's arithmetic) is over
+    before `pilot.press("enter")` returns. So the keys are posted as a terminal sends them, and the second
+    one as soon as the request is out (the model needs longer than that for its first token)."""
+    field = pilot.app.screen.query_one("#prompt", Input)
+    field.focus()
+    field.value = prompt
+    pilot.app.post_message(events.Key("enter", "\r"))
+    deadline = time.monotonic() + 20
+    while not (field.value == "" and all(pane.busy for pane in panes)):
+        assert time.monotonic() < deadline, "the prompt was never taken"
+        await asyncio.sleep(0.002)
+    pilot.app.post_message(events.Key(key, None))
+    await pilot.pause()
+
+
 async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_run: RunFolder) -> None:
     messages: list[Message] = []
     app = ChatHost(short_run.path)
@@ -104,17 +125,13 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
             answer = pane.query(".bubble.answer").last()
             assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
 
-        # stop: Esc ends the answers being written. Esc is pressed in the same breath as Enter: how
-        # long the random-init base model rambles before an end-of-text token depends on the CPU's
-        # arithmetic (976 tokens on one machine, 520 on another, maybe 5 on a third), so waiting to
-        # see it stream first would race it. (The stopped answer stays in the history; a later
-        # question longer than the 1024-token context is trimmed by the worker, tested below.)
+        # stop: Esc ends the answers being written, pressed as soon as both panes are answering (see
+        # send_and_press_mid_answer). (The stopped answer stays in the history; a later question longer
+        # than the 1024-token context is trimmed by the worker, tested below.)
         screen.query_one("#temperature", Input).value = "0"
         screen.query_one("#max-tokens", Input).value = "1000"
         done_before = {pane: len(worker_events(messages, pane, Done)) for pane in (tuned, base)}
-        await send(pilot, "tell me a long story")
-        assert screen.query_one("#prompt", Input).value == "" and tuned.busy and base.busy
-        await pilot.press("escape")
+        await send_and_press_mid_answer(pilot, "tell me a long story", "escape", (tuned, base))
         await until(pilot, lambda: all(len(worker_events(messages, pane, Done)) > done_before[pane]
                                        for pane in (tuned, base)), "both answers to end on screen")
         stopped = worker_events(messages, base, Done)[-1]
@@ -125,9 +142,7 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
         # ctrl+n during an answer: the answer is dropped with its conversation, and its end (which
         # arrives later) does not come back as an orphan turn of the new one
         done_before = {pane: len(worker_events(messages, pane, Done)) for pane in (tuned, base)}
-        await send(pilot, "tell me another long story")
-        assert screen.query_one("#prompt", Input).value == "" and tuned.busy and base.busy
-        await pilot.press("ctrl+n")
+        await send_and_press_mid_answer(pilot, "tell me another long story", "ctrl+n", (tuned, base))
         await until(pilot, lambda: all(len(worker_events(messages, pane, Done)) > done_before[pane]
                                        for pane in (tuned, base)), "the dropped answers to end")
         await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be free")
