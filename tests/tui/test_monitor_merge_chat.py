@@ -3,11 +3,13 @@ model as the merge's notification offers (t), and see its answer stream in."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 from run_fixtures import REPO, wait_for
+from textual import events
 from textual.widgets import Input, Label
 
 from backend.jobs.merge import read_merged_model
@@ -51,8 +53,14 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
         chat.query_one("#temperature", Input).value = "0"
         chat.query_one("#max-tokens", Input).value = "200"
         chat.query_one("#prompt", Input).focus()
-        await pilot.press(*"who are you?", "enter")
-        await wait_for(pilot, lambda: pane.busy, what="the question to be sent")
+        await pilot.press(*"who are you?")
+        # Enter is posted as a terminal sends it: a pilot's press waits for an idle app, and while chunks
+        # stream in it is not, so on a fast machine the whole answer could be over before press returned
+        pilot.app.post_message(events.Key("enter", "\r"))
+        deadline = time.monotonic() + 20
+        while not pane.busy:
+            assert time.monotonic() < deadline, "the question was never sent"
+            await asyncio.sleep(0.002)
         shown: list[str] = []  # the answer bubble as it grows on screen
         deadline = time.monotonic() + 180
         while pane.busy:
@@ -60,7 +68,7 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
             bubbles = pane.query(".bubble.answer")
             if bubbles:
                 shown.append(str(bubbles.last().content))
-            await pilot.pause(0.01)
+            await asyncio.sleep(0.01)
         await pilot.pause()
         final = str(pane.query(".bubble.answer").last().content)
         assert final.strip() and final != "..."
