@@ -216,7 +216,7 @@ def find_commands(text: str) -> list[SwiftCommand]:
             if not words:
                 variables.update(prefix)  # `A=B` alone: a shell variable ($A below), not in swift's environment
                 continue
-            command = _swift_invocation(words)
+            command = swift_invocation(words)
             if command is not None:
                 launcher, launcher_args, task, args = command
                 found.append(SwiftCommand(number, " ".join(shlex.quote(w) for w in [*prefix_words(prefix), *words]),
@@ -235,7 +235,7 @@ def _is_swift(word: str) -> bool:
     return word == "swift" or word.endswith("/swift")
 
 
-def _swift_invocation(words: list[str]) -> tuple[str, list[str], str, list[str]] | None:
+def swift_invocation(words: list[str]) -> tuple[str, list[str], str, list[str]] | None:
     """(launcher, launcher words, task, swift words) when `words` runs swift."""
     head = Path(words[0]).name
     if _is_swift(words[0]) and len(words) > 1:

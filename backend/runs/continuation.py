@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.hardware import HardwareInfo
+from backend.importer import ImportError_, swift_invocation, swift_pairs
 from backend.profile import LaunchProfile
 from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, StateUnreadable
 from backend.runs.manager import RunRefused, refresh, start_run
@@ -45,16 +46,16 @@ def _continued_profile(run: RunFolder, max_steps: int | None) -> LaunchProfile:
         profile = run.read_profile()
     except (OSError, ValueError) as err:
         raise RunRefused(f"cannot continue {run.run_id}: its profile.toml cannot be read ({err})") from None
-    argv = run.read_command().get("argv")
-    if not isinstance(argv, list) or "--model" not in argv or "--dataset" not in argv:
+    flags = _swift_flags(run.read_command().get("argv"))
+    if not flags.get("model") or not flags.get("dataset"):
         raise RunRefused(f"cannot continue {run.run_id}: its command.json does not say which model and data it used")
     checkpoint = checkpoints[-1]
     profile = profile.model_copy(deep=True)
     profile.name = f"{profile.name}-continued"
-    profile.model.source = _values_of(argv, "--model")[0]
-    profile.data.train = _values_of(argv, "--dataset")
-    if "--val_dataset" in argv:
-        profile.data.val = _values_of(argv, "--val_dataset")
+    profile.model.source = flags["model"][0]
+    profile.data.train = flags["dataset"]
+    if flags.get("val_dataset"):
+        profile.data.val = flags["val_dataset"]
     if profile.tuner.type == "full":
         profile.model.source = str(checkpoint)
     else:
@@ -65,12 +66,14 @@ def _continued_profile(run: RunFolder, max_steps: int | None) -> LaunchProfile:
     return profile
 
 
-def _values_of(argv: list[str], flag: str) -> list[str]:
-    """The words after `flag` up to the next flag (swift's list flags take several values)."""
-    start = argv.index(flag) + 1
-    values = []
-    for word in argv[start:]:
-        if word.startswith("--"):
-            break
-        values.append(word)
-    return values
+def _swift_flags(argv: object) -> dict[str, list[str]]:
+    """swift's flags in the run's command (after its launcher), read as the importer reads commands."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(word, str) for word in argv):
+        return {}
+    invocation = swift_invocation(argv)
+    if invocation is None:
+        return {}
+    try:
+        return dict(swift_pairs(invocation[3]))
+    except ImportError_:
+        return {}
