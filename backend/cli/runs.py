@@ -6,7 +6,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
@@ -44,10 +44,20 @@ def run(
     try:
         folder = start_run(loaded, base_dir=path.parent, workspace=workspace)
     except LaunchRefused as err:
-        for problem in err.problems:
-            err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _refused(err)
     console.print(f"started run [bold]{folder.run_id}[/]\n  folder: {folder.path}", highlight=False, soft_wrap=True)
+    _print_id_or_follow(folder, detach)
+
+
+def _refused(err: LaunchRefused) -> NoReturn:
+    """Each problem of a refused launch on its own line, as written; exit 2."""
+    for problem in err.problems:
+        err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+def _print_id_or_follow(folder: RunFolder, detach: bool) -> None:
+    """A started run: its id alone for scripts (`--detach`), else follow its log until Ctrl-C."""
     if detach:
         print(folder.run_id)
         return
@@ -257,17 +267,12 @@ def _continue_as_new_run(folder: RunFolder, max_steps: int | None, detach: bool)
     try:
         new = continue_as_new_run(folder, max_steps=max_steps)
     except LaunchRefused as err:
-        for problem in err.problems:
-            err_console.print(str(problem), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _refused(err)
     except ValueError as err:
         fail(visible(err))
     console.print(f"continued run {visible(folder.run_id)} as the new run {visible(new.run_id)}\n  folder: "
                   f"{visible(new.path)}", highlight=False, markup=False, soft_wrap=True)
-    if detach:
-        print(new.run_id)
-        return
-    follow(new)
+    _print_id_or_follow(new, detach)
 
 
 def attach(folder: Annotated[Path, typer.Argument(help="An existing run folder (e.g. made by a SLURM job).")]) -> None:
