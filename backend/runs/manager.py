@@ -245,12 +245,12 @@ def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> N
     """The run's final alert when its supervisor (and watchdog) died before raising one: written once,
     by whichever workbench process concluded the run, so the inbox and the monitor still hear how it
     ended. Not sent to the profile's webhooks or commands: that is the watchdog's, which is gone."""
-    from backend.watch.alerts import Alert, append_alert_once, read_alerts
+    from backend.watch.alerts import FINAL_KINDS, Alert, append_alert_once, final_kind, read_alerts
 
     try:
-        if any(alert.kind in ("finished", "stopped", "failed") for alert in read_alerts(run.path)):
+        if any(alert.kind in FINAL_KINDS for alert in read_alerts(run.path)):
             return  # the watchdog said it before it went
-        kind = status if status in ("finished", "stopped", "failed") else "failed"
+        kind = final_kind(status)
         said = reason or status
         message = f"the run's supervisor is gone; {said}" if status != "unknown" else f"ended with status unknown: {said}"
         last = last_log_event(run)

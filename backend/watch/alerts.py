@@ -21,6 +21,13 @@ from backend.safe_text import visible
 
 ALERTS_FILE_NAME = "alerts.jsonl"
 ALERTS_VERSION = 1
+FINAL_KINDS = ("finished", "stopped", "failed")  # the kinds of the alert that says how a run ended
+
+
+def final_kind(status: str) -> str:
+    """The final alert's kind for a run's status: an ending that is not a known one (`unknown`) is
+    raised as `failed`, its message then saying the status as it is."""
+    return status if status in FINAL_KINDS else "failed"
 
 
 @dataclass

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ALERT_KINDS = ("finished", "stopped", "failed", "hang", "nonfinite", "divergence", "loss_scale",
                "gpu_memory", "host_memory", "disk", "throughput")
-FINAL_KINDS = ("finished", "stopped", "failed")
 ActionableKind = Literal["hang", "nonfinite", "divergence", "loss_scale", "gpu_memory", "host_memory", "disk",
                          "throughput"]
 

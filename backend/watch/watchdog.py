@@ -28,7 +28,7 @@ from backend.runs.diagnose import diagnose_log
 from backend.runs.layout import RunFolder
 from backend.runs.process import run_processes, signal_processes, terminate_run
 from backend.watch import probes
-from backend.watch.alerts import Alert, append_alert
+from backend.watch.alerts import Alert, append_alert, final_kind
 from backend.watch.config import WatchSection
 from backend.watch.detectors import (
     DiskDetector,
@@ -221,7 +221,7 @@ class Watchdog:
 
     def final_finding(self) -> Finding:
         state = self.run.read_state()
-        status = state.status if state.status in ("finished", "failed", "stopped") else "failed"
+        status = final_kind(state.status)
         step = self.last_step
         checkpoints = [c for c in self.run.checkpoints() if (c / "trainer_state.json").is_file()]
         evidence: dict[str, Any] = {"status": state.status, "exit_code": state.exit_code, "signal": state.signal,
