@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.runs.layout import FolderBusy
+from backend.runs.continuation import continue_as_new_run
 from backend.runs.manager import RunRefused, delete_run, refresh, resume_run, stop_run
 from backend.runs.process import run_marker
 from tests.faults import helpers as h
@@ -92,3 +93,26 @@ def test_a_busy_lock_is_a_clear_error(workspace: Path) -> None:
         with pytest.raises(FolderBusy, match=f"controlling {run.run_id} right now"):
             with run.control("delete", wait=0.1):
                 pass
+
+
+def test_continue_as_new_run_refuses_what_it_cannot_prove(workspace: Path) -> None:
+    # finished, a complete checkpoint, but a command that does not run swift: the model and data are unknown
+    unknown = h.fake_run(workspace, "20260101-120000-fake-0002", checkpoints=(5,))
+    with pytest.raises(RunRefused, match="its command.json does not say which model and data it used"):
+        continue_as_new_run(unknown, workspace=workspace)
+    stopped = h.fake_run(workspace, "20260101-120000-fake-0003", status="stopped", checkpoints=(5,))
+    with pytest.raises(RunRefused, match="is stopped: only a finished run is continued as a new run; resume it"):
+        continue_as_new_run(stopped, workspace=workspace)
+    bare = h.fake_run(workspace, "20260101-120000-fake-0004")
+    with pytest.raises(RunRefused, match="has no complete checkpoint to start a new run from"):
+        continue_as_new_run(bare, workspace=workspace)
+    assert sorted(p.name for p in workspace.iterdir()) == ["20260101-120000-fake-0002", "20260101-120000-fake-0003",
+                                                            "20260101-120000-fake-0004"]  # no new run folder
+
+
+def test_max_steps_without_as_new_run_is_refused(workspace: Path) -> None:
+    run = h.fake_run(workspace, checkpoints=(5,))
+    result = h.cli("resume", run.run_id, "--max-steps", "5")
+    h.assert_clean_exit(result, (2,))
+    assert "--max-steps goes with --as-new-run" in result.output
+    assert run.read_state().status == "finished" and run.read_state().attempt == 1
