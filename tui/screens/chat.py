@@ -29,9 +29,11 @@ class ChatScreen(Screen[None]):
     CSS_PATH = "chat.tcss"
     AUTO_FOCUS = "#prompt"
     BINDINGS = [
-        # one key, two meanings: Esc stops an answer being written, and otherwise leaves the chat
-        Binding("escape", "stop", "Stop", id="chat-stop", tooltip="Stop the answer being written"),
-        Binding("escape", "close", "Back", id="chat-close", tooltip="Close the chat (its workers are stopped)"),
+        # one key, two meanings: Esc stops an answer being written, and otherwise leaves the chat. One binding
+        # whose label never changes: the footer is not rebuilt when an answer starts and ends (each rebuild
+        # re-sent the footer twice over SSH); the pane's status line says "esc stops" while it answers
+        Binding("escape", "stop_or_close", "Stop/Back", id="chat-escape",
+                tooltip="Stop the answer being written; otherwise close the chat (its workers are stopped)"),
         Binding("ctrl+r", "restart", "Restart", id="chat-restart", tooltip="Restart the model worker(s)"),
         Binding("ctrl+n", "new_chat", "New chat", id="chat-new", tooltip="Forget the conversation"),
         Binding("ctrl+b", "compare", "Base", id="chat-compare",
@@ -117,19 +119,18 @@ class ChatScreen(Screen[None]):
         for pane in self.panes():
             pane.ask(prompt, settings)
 
-    @on(ChatPane.Changed)
-    def _pane_changed(self) -> None:
-        self.refresh_bindings()
-
     # -- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("stop", "close"):
-            busy = any(pane.busy for pane in self.panes())
-            return busy if action == "stop" else not busy
         if action == "compare" and self.target.base() is None:
             return None
         return True
+
+    def action_stop_or_close(self) -> None:
+        if any(pane.busy for pane in self.panes()):
+            self.action_stop()
+        else:
+            self.action_close()
 
     def action_stop(self) -> None:
         for pane in self.panes():

@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region, Size
 from textual.message import Message
+from textual.reactive import Reactive
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Label, LoadingIndicator, Static
@@ -45,6 +46,10 @@ class AnswerText(Widget):
     DEFAULT_CSS = """
     AnswerText { height: auto; }
     """
+    # Textual's Widget repaints (and lays out again) a widget whose virtual size changed; for a widget that
+    # does not scroll that is its size, whose change the layout that made it has already repainted: one
+    # more frame of the whole bubble (at 80x24, of the whole transcript: ~2 KB) each time it grows
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), repaint=False)
 
     def __init__(self, text: str, *, classes: str) -> None:
         super().__init__(classes=classes)
@@ -89,6 +94,17 @@ class AnswerText(Widget):
         return False
 
 
+class Transcript(VerticalScroll):
+    """The conversation's bubbles, scrolled.
+
+    A scroll container's virtual size is what its layout found. Textual's Widget declares it a reactive
+    that lays out and repaints the widget when it changes, which for a container repeats the layout just
+    done and repaints every visible bubble a second time: one more frame of the whole transcript each time
+    a bubble is added or an answer grows (over SSH, ~2 KB at 80x24). Here setting it does nothing more."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), repaint=False)
+
+
 class ChatPane(WorkerFailures, Vertical):
     """One model's side of the chat: its worker, its conversation, its transcript."""
 
@@ -129,9 +145,6 @@ class ChatPane(WorkerFailures, Vertical):
         def control(self) -> ChatPane:
             return self.pane
 
-    class Changed(Message):
-        """The pane became busy, idle, ready or dead (the screen refreshes its key bindings)."""
-
     def __init__(self, target: ModelTarget, role: str, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="chat-pane -loading")
         self.target = target
@@ -142,6 +155,7 @@ class ChatPane(WorkerFailures, Vertical):
         self._answer_text = ""
         self._paint_timer: Timer | None = None
         self._request: str | None = None  # the answer this pane waits for (events of others are dropped)
+        self._conversation = 0  # counts ctrl+n: bubbles of a forgotten conversation are not mounted
         self._load_started = 0.0
         self._status_message = "starting"
 
@@ -150,7 +164,7 @@ class ChatPane(WorkerFailures, Vertical):
         with Horizontal(classes="pane-status"):
             yield LoadingIndicator()
             yield Static("", classes="status-text")
-        yield VerticalScroll(classes="transcript")
+        yield Transcript(classes="transcript")
 
     def on_mount(self) -> None:
         self.set_interval(0.5, self._tick)
@@ -219,7 +233,8 @@ class ChatPane(WorkerFailures, Vertical):
         except (ChatWorkerError, ValueError) as err:
             self.history.pop()
             self._finish_answer(f"(not sent: {err})")
-        self.post_message(self.Changed())  # busy: Esc stops now
+        if self._request is not None:
+            self._set_status("answering - esc stops")
 
     def stop(self) -> None:
         self.client.stop()
@@ -227,6 +242,7 @@ class ChatPane(WorkerFailures, Vertical):
     def clear(self) -> None:
         """Forget the conversation; an answer still being stopped ends without a trace."""
         self._request, self._answer, self._answer_text = None, None, ""
+        self._conversation += 1
         self.history.clear()
         self.query_one(".transcript", VerticalScroll).remove_children()
 
@@ -242,10 +258,19 @@ class ChatPane(WorkerFailures, Vertical):
         """Mount (kind, text) bubbles in one go and show the end; the last bubble is returned."""
         widgets = [AnswerText(text, classes=f"bubble {kind}") if kind == "answer"
                    else Static(Text(printable(text)), classes=f"bubble {kind}") for kind, text in bubbles]
-        transcript = self.query_one(".transcript", VerticalScroll)
-        transcript.mount_all(widgets)
-        transcript.anchor()  # at the end (again, if the user scrolled up) and kept there as the answer grows
+        self.call_next(self._mount_bubbles, widgets, self._conversation)
         return widgets[-1]
+
+    async def _mount_bubbles(self, widgets: list[Widget], conversation: int) -> None:
+        """Mount the bubbles and paint them in one frame: once they are mounted Textual repaints the whole
+        transcript, which without the batch is a second frame after the one that shows them (~1.3 KB at
+        80x24, more once it scrolls)."""
+        if conversation != self._conversation:
+            return  # ctrl+n came first
+        transcript = self.query_one(".transcript", VerticalScroll)
+        with self.app.batch_update():
+            await transcript.mount_all(widgets)
+            transcript.anchor()  # at the end (again, if the user scrolled up) and kept there as the answer grows
 
     def _finish_answer(self, suffix: str = "") -> None:
         if self._answer is not None:
@@ -258,17 +283,17 @@ class ChatPane(WorkerFailures, Vertical):
         event = message.event
         if isinstance(event, (Chunk, Done, Failed)) and event.request_id is not None \
                 and event.request_id != self._request:
-            if not isinstance(event, Chunk):
-                self.post_message(self.Changed())  # the client is free again: the keys change
+            if not isinstance(event, Chunk) and self._request is None:
+                self._set_status("ready")  # the worker is free again
             return  # the end of an answer the user dropped (ctrl+n): it belongs to no conversation
-        # the keys (Esc: stop or back) change only when the pane becomes busy or free: no footer repaint else
         if isinstance(event, Status):
             self._status_message = event.message
             self._tick()
             return
         if isinstance(event, Ready):
             self.set_class(False, "-loading")
-            self._set_status(f"ready - loaded in {event.seconds:.1f} s")
+            answering = " - answering, esc stops" if self._request is not None else ""  # asked while it loaded
+            self._set_status(f"ready - loaded in {event.seconds:.1f} s{answering}")
             return
         if isinstance(event, Chunk):
             self._answer_text += event.text
@@ -280,7 +305,6 @@ class ChatPane(WorkerFailures, Vertical):
             self._on_failed(event)
         elif isinstance(event, WorkerDied):
             self._on_died(event)
-        self.post_message(self.Changed())
 
     def _schedule_answer_paint(self) -> None:
         """Tokens arriving within ANSWER_PAINT_SECONDS are painted together: one frame, not one per
@@ -315,6 +339,8 @@ class ChatPane(WorkerFailures, Vertical):
             self._request = None
         self._drop_unanswered(" [failed]")
         self._add(("error", event.message))
+        if self._request is None:
+            self._set_status("ready - the answer failed")
 
     def _on_died(self, event: WorkerDied) -> None:
         self._drop_unanswered(" [interrupted]")
