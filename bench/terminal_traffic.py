@@ -1,7 +1,7 @@
 """Terminal traffic: the bytes the real `workbench` TUI writes to its terminal, per screen, per second.
 
     .venv/bin/python bench/terminal_traffic.py [--sizes 120x36,80x24] [--idle-seconds 10]
-        [--live-seconds 20] [--refresh SECONDS] [--skip-live] [--skip-chat] [--low-bandwidth]
+        [--live-seconds 20] [--refresh SECONDS] [--skip-live] [--skip-chat] [--low-bandwidth] [--keep DIR]
 
 What a user on a slow SSH link pays is what the app writes to its pseudo-terminal. This bench
 starts `workbench` in a pty (TERM=xterm-256color) at each size, drives it with keys as a user
@@ -14,12 +14,14 @@ would, and counts the bytes it writes:
   line per step) trains while the monitor is open — budget 4 KiB/s at 120x36;
 - chat while an answer streams (the run's newest checkpoint): budget 2x the bytes of the
   streamed text plus a fixed cost per update (PER_UPDATE_BYTES, one update per token); and the
-  rest of one answer (the message shown, the keys changing): SEND_BYTES_PER_CELL a cell, once.
+  rest of one answer (the message shown, the status line, its end): SEND_BYTES_PER_CELL a cell, once.
 
 Each figure is printed beside its budget; the exit status is 1 when one is over. The app and
 the training are niced and the training uses one thread, so the bench stays within the
-machine's shared cores. Runs and the run index live in a temporary folder; the model cache
-is the user's (the embedded model is built once).
+machine's shared cores. Runs and the run index live in a temporary folder (or in --keep DIR, kept
+between runs of the bench: with --skip-live the chat then talks to the stopped run's checkpoint of
+an earlier run instead of training one again); the model cache is the user's (the embedded model
+is built once).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ KIB = 1024
 LIVE_BUDGET = 4 * KIB  # bytes/s of the live monitor at the default interval: a link budget, at every size
 PAINT_BYTES_PER_CELL = 16  # first paint: at most one full frame of 16 bytes a cell (glyph, colours, moves)
 PER_UPDATE_BYTES = 160  # chat: cursor moves, styles and the last line of the answer, per streamed update
-SEND_BYTES_PER_CELL = 4  # chat: the message shown and the keys changing, once an answer (a quarter of a paint)
+SEND_BYTES_PER_CELL = 4  # chat: the message shown, the status line, the end, once an answer (a quarter of a paint)
 QUIET_SECONDS = 1.5  # a screen is painted once it wrote nothing for this long
 SHOWN = {"launch": r"quickstart", "runs": r"Mark", "monitor": r"Smooth",  # words each screen shows at 80x24
          "compare": r"compare 2 runs"}
@@ -235,6 +237,8 @@ def finished_runs(workspace: Path) -> list[Path]:
     folders = []
     for name in FINISHED_RUNS:
         folder = workspace / f"finished-{name}"
+        if folder.exists():  # --keep: registered by an earlier run of the bench
+            continue
         folder.mkdir(parents=True)
         for suffix, target in (("jsonl", "events.jsonl"), ("output.log", "output.log"),
                                ("state.json", "state.json"), ("toml", "profile.toml")):
@@ -257,6 +261,17 @@ def start_live_run():
     profile.training.save_steps = 20
     profile.training.save_total_limit = 2
     return start_run(profile, base_dir=SHIPPED_PROFILES_DIR)
+
+
+def kept_live_run(workspace: Path) -> Path | None:
+    """--keep: a stopped live run of an earlier run of the bench, with a checkpoint to chat with."""
+    from backend.runs.layout import RunFolder
+
+    for folder in sorted(workspace.glob("*-traffic-live-*"), reverse=True):
+        run = RunFolder(folder)
+        if run.checkpoints() and not run.state_or_damaged().is_active:
+            return folder
+    return None
 
 
 def wait_for_steps(run_path: Path, steps: int, timeout: float = 300.0) -> bool:
@@ -342,9 +357,12 @@ def answer_figures(term: Terminal, size: tuple[int, int], prompt: str, label: st
     term.wait_quiet()
     ended = term.last_write()
     found = DONE.search(term.screen_text(since).encode())
-    # the streamed paints lie between the keys turning to "Stop" (the end of sending: the message and
-    # an empty answer drawn) and the status line that says the answer ended
-    busy = term.chunk_of(since, re.compile(rb"Stop"), last=True)
+    # the streamed paints lie between the status line saying "answering" (the end of sending: the message
+    # and an empty answer drawn; older versions: the keys turning to "Stop") and the status line that says
+    # the answer ended
+    busy = term.chunk_of(since, re.compile(rb"answering - esc stops"))
+    if busy is None:  # an older workbench (--app-repo)
+        busy = term.chunk_of(since, re.compile(rb"Stop"), last=True)
     status = term.chunk_of(since, re.compile(rb"tokens in [\d.]+ s"))
     total = term.bytes_between(began, ended + 1)
     if DUMP_DIR is not None:  # --dump: the answer's bytes as the terminal got them
@@ -368,13 +386,14 @@ def measure_chat(size: tuple[int, int], env: dict[str, str], args: list[str]) ->
     the model's own (short: the tiny model says who it is), then a long one (temperature 2: it rambles to
     the 256 new tokens allowed).
 
-    Per answer two figures. Streaming: from the keys turning to "Stop" (the message is shown) until the
-    pane says the answer ended; budget 2 x the text + PER_UPDATE_BYTES per update, one update per token
-    at most (tokens are painted together every 0.1 s) and one for the end. The text is counted as one
-    byte per token: a lower bound of its size, so the budget is at most this strict. Sending and ending:
-    the rest of the answer's bytes (the message shown, the keys changing to Stop and back, the final
-    status line); budget SEND_BYTES_PER_CELL per cell of the terminal, once per answer. And the chat
-    idle after the first answer (budget 0)."""
+    Per answer two figures. Streaming: from the status line saying "answering" (the message is shown;
+    older versions: the keys turning to "Stop") until the pane says the answer ended; budget 2 x the
+    text + PER_UPDATE_BYTES per update, one update per token at most (tokens are painted together every
+    0.1 s) and one for the end. The text is counted as one byte per token: a lower bound of its size, so
+    the budget is at most this strict. Sending and ending: the rest of the answer's bytes (the message
+    shown, the status line saying "answering" and then that the answer ended, the answer's final
+    height); budget SEND_BYTES_PER_CELL per cell of the terminal, once per answer. And the chat idle
+    after the first answer (budget 0)."""
     term = Terminal(*size, env=env, args=args)
     term.start()
     try:
@@ -410,6 +429,8 @@ def main() -> int:
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-chat", action="store_true")
     parser.add_argument("--dump", type=Path, default=None, help="write the raw bytes of the live monitor and of each chat answer here")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the runs and the run index here; with --skip-live, chat with a stopped run kept there")
     args = parser.parse_args()
     global DUMP_DIR
     DUMP_DIR = args.dump
@@ -422,7 +443,7 @@ def main() -> int:
 
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="traffic-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) if args.keep is None else args.keep.resolve()
         env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "", "WORKBENCH_DATA_DIR": str(root / "data"),
                "WORKBENCH_WORKSPACE": str(root / "runs"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "BENCH_CWD": str(root), "LINES": "", "COLUMNS": ""}
@@ -432,7 +453,10 @@ def main() -> int:
         for size in sizes if not args.skip_idle else ():
             figures += measure_idle_screens(size, env, app_args, args.idle_seconds)
             print("\n".join(f.line() for f in figures[-8:]), flush=True)
-        if not (args.skip_live and args.skip_chat):  # the chat talks to the live run's checkpoint
+        kept = kept_live_run(root / "runs") if args.skip_live and args.keep is not None else None
+        if kept is not None:
+            say(f"chatting with the kept run {kept.name}")
+        elif not (args.skip_live and args.skip_chat):  # the chat talks to the live run's checkpoint
             from backend.runs.manager import stop_run
 
             run = start_live_run()
@@ -445,11 +469,11 @@ def main() -> int:
                     print(figures[-1].line(), flush=True)
             finally:
                 stop_run(run)
-            if not args.skip_chat:
-                for size in sizes:
-                    answer = measure_chat(size, env, app_args)
-                    figures += answer
-                    print("\n".join(f.line() for f in answer), flush=True)
+        if not args.skip_chat:
+            for size in sizes:
+                answer = measure_chat(size, env, app_args)
+                figures += answer
+                print("\n".join(f.line() for f in answer), flush=True)
     print("\nterminal traffic of `workbench` (TERM=xterm-256color)")
     for figure in figures:
         print(figure.line())
