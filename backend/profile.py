@@ -335,10 +335,15 @@ def save_profile(profile: LaunchProfile, path: str | Path) -> Path:
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Readers see the old file or the new one, never half of one. `mode` (e.g. 0o755 for a script):
     the new file's permissions; without it, mkstemp's 0o600."""
+    write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """write_text_atomic for bytes."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)

@@ -203,6 +203,36 @@ class Series:
             self._tail_x.extend(seg_x.tolist())
             self._tail_y.extend(seg_y.tolist())
 
+    # ------------------------------------------------------------ saved and restored (events.summary.npz)
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything this series holds: its arrays, and its scalars as JSON-able values."""
+        arrays = {"n": self._n, **self._cols, "tail_x": np.fromiter(self._tail_x, float),
+                  "tail_y": np.fromiter(self._tail_y, float)}
+        scalars = {"buckets": self.buckets, "tail": self._tail_x.maxlen, "width": self.width, "origin": self.origin,
+                   "count": self.count, "last": self.last, "tail_from_start": self._tail_from_start}
+        return arrays, scalars
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any]) -> Series:
+        """The series `state()` described; ValueError when the parts do not fit together."""
+        series = cls(int(scalars["buckets"]), int(scalars["tail"]))
+        for name, target in (("n", series._n), *series._cols.items()):
+            values = np.asarray(arrays[name])
+            if values.shape != target.shape or values.dtype.kind != target.dtype.kind:
+                raise ValueError(f"{name}: {values.dtype}{values.shape}, expected {target.dtype}{target.shape}")
+            target[:] = values
+        tail_x, tail_y = np.asarray(arrays["tail_x"], float), np.asarray(arrays["tail_y"], float)
+        if tail_x.shape != tail_y.shape or tail_x.ndim != 1 or len(tail_x) > series._tail_x.maxlen:
+            raise ValueError(f"tail: {tail_x.shape} steps, {tail_y.shape} values")
+        series._tail_x.extend(tail_x.tolist())
+        series._tail_y.extend(tail_y.tolist())
+        series.width, series.count = float(scalars["width"]), int(scalars["count"])
+        series.origin = None if scalars["origin"] is None else float(scalars["origin"])
+        series.last = None if scalars["last"] is None else (float(scalars["last"][0]), float(scalars["last"][1]))
+        series._tail_from_start = bool(scalars["tail_from_start"])
+        return series
+
     # ------------------------------------------------------------ reading
 
     @property
@@ -660,6 +690,66 @@ class MetricsStore:
         if self.grad_norm_lost_at is None and lost.any():
             self.grad_norm_lost_at = float(steps[int(np.argmax(lost))])
 
+    # ------------------------------------------------------------ saved and restored (events.summary.npz)
+
+    def all_series(self) -> dict[str, Series]:
+        return {**self.series, "loss_smooth": self.loss_smooth, "eval_loss": self.eval_loss,
+                "overflows": self.overflows}
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything this store holds: arrays named "<series>.<part>", and the rest as JSON-able values."""
+        with self.lock:
+            arrays: dict[str, np.ndarray] = {}
+            series_scalars = {}
+            for key, series in self.all_series().items():
+                parts, series_scalars[key] = series.state()
+                arrays.update({f"{key}.{part}": values for part, values in parts.items()})
+            scalars = {
+                "smoothing": self.smoothing, "series": series_scalars,
+                "markers": [[m.step, m.scale, m.count] for m in self.markers], "markers_kept": self.markers.maxlen,
+                "run_begin": self.run_begin, "run_end": self.run_end, "last_log": self.last_log,
+                "last_eval": self.last_eval, "checkpoints": list(self.checkpoints), "attempts": self.attempts,
+                "log_events": self.log_events, "bad_lines": self.bad_lines, "other_ranks": sorted(self.other_ranks),
+                "overflow_total": self.overflow_total, "skipped_total": self.skipped_total,
+                "grad_norm_lost_at": self.grad_norm_lost_at, "ema": self._ema, "ema_n": self._ema_n,
+                "last_counts": self._last_counts, "grad_seen": self._grad_seen, "recent": list(self._recent),
+            }
+            return arrays, scalars
+
+    def restore_state(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any]) -> None:
+        """Become the store `state()` described (in place: panels keep their reference); raises
+        ValueError/KeyError/TypeError, and changes nothing, when the parts do not fit together."""
+        restored = {key: Series.from_state({part.split(".", 1)[1]: arrays[part] for part in arrays
+                                            if part.split(".", 1)[0] == key}, series_scalars)
+                    for key, series_scalars in scalars["series"].items()}
+        if set(restored) != set(self.all_series()):
+            raise ValueError(f"series {sorted(restored)}, expected {sorted(self.all_series())}")
+        lost = scalars["grad_norm_lost_at"]
+        values = {  # every value converted first: a part that does not fit raises before anything changed
+            "smoothing": float(scalars["smoothing"]),
+            "series": {name: restored[name] for name in SERIES_NAMES}, "loss_smooth": restored["loss_smooth"],
+            "eval_loss": restored["eval_loss"], "overflows": restored["overflows"],
+            "markers": deque((OverflowMarker(float(step), None if scale is None else float(scale), int(count))
+                              for step, scale, count in scalars["markers"]), maxlen=int(scalars["markers_kept"])),
+            "run_begin": scalars["run_begin"], "run_end": scalars["run_end"], "last_log": scalars["last_log"],
+            "last_eval": scalars["last_eval"],
+            "checkpoints": deque(((int(step), str(path)) for step, path in scalars["checkpoints"]),
+                                 maxlen=self.checkpoints.maxlen),
+            "attempts": int(scalars["attempts"]), "log_events": int(scalars["log_events"]),
+            "bad_lines": int(scalars["bad_lines"]), "other_ranks": {int(rank) for rank in scalars["other_ranks"]},
+            "overflow_total": int(scalars["overflow_total"]), "skipped_total": int(scalars["skipped_total"]),
+            "grad_norm_lost_at": None if lost is None else float(lost),
+            "_ema": float(scalars["ema"]), "_ema_n": int(scalars["ema_n"]),
+            "_last_counts": {name: float(scalars["last_counts"][name]) for name in self._last_counts},
+            "_grad_seen": bool(scalars["grad_seen"]),
+            "_recent": deque(((float(when), float(step)) for when, step in scalars["recent"]),
+                             maxlen=self._recent.maxlen),
+        }
+        with self.lock:
+            for name, value in values.items():
+                setattr(self, name, value)
+            self.version += 1
+
     # ------------------------------------------------------------ reading
 
     @property
@@ -697,10 +787,10 @@ def _int(value: Any) -> int | None:
 # ---------------------------------------------------------------- whole files
 
 
-def load_store(path: str | Path, store: MetricsStore | None = None) -> MetricsStore:
-    """Read an events file to its end, a chunk at a time, into a store (compare view, tests, bench)."""
+def load_store(path: str | Path, store: MetricsStore | None = None, reader: ColumnReader | None = None) -> MetricsStore:
+    """Read an events file to its end (from `reader`'s offset), a chunk at a time, into a store (tests, bench)."""
     store = store or MetricsStore()
-    reader = ColumnReader(Path(path))
+    reader = reader or ColumnReader(Path(path))
     while True:
         before = reader.offset
         store.ingest_batch(reader.read_batch())

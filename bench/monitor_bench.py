@@ -3,9 +3,11 @@
     .venv/bin/python bench/monitor_bench.py [--events 1000000] [--rate 200] [--live-seconds 15]
 
 Prints
-- ingest: reading the whole events file into the metrics store (reader + store), and the
-  monitor screen opening that run folder until it has read it all and drawn it once (goal < 1 s;
-  the screen shows "reading N %" meanwhile, and draws nothing else);
+- ingest: reading the whole events file into the metrics store (reader + store); the run's
+  events summary as its supervisor keeps it (backend/series_summary.py; the bench leaves it 8 MiB
+  behind the end, the most it lags); the monitor screen opening that run folder until it has read
+  it all and drawn it once, with the summary (goal < 1 s) and without one (a run imported or made
+  before summaries: the whole file is read; the screen shows "reading N %" meanwhile);
 - frame: per update during the live phase, the monitor's handler plus the compositor's
   render of the screen (plots included), median / p95 / max (goal < 50 ms);
 - RSS of this process (the TUI) before, after the 1M events and during the live phase
@@ -140,20 +142,73 @@ def bench_store(events_path: Path) -> float:
     return cpu
 
 
+def summarise_all_but_the_last(events_path: Path, lag_bytes: int) -> None:
+    """The run's events summary as its supervisor leaves it at worst: `lag_bytes` before the file's end
+    (the keeper saves every SAVE_EVERY_BYTES). Prints the keeper's cost: the supervisor's, over the run."""
+    from backend.series_summary import SummaryKeeper, summary_path
+
+    size = events_path.stat().st_size
+    with open(events_path, "r+b") as handle:  # cut the last lines off, summarise, put them back (same file)
+        handle.seek(size - lag_bytes)
+        handle.readline()
+        cut = handle.tell()
+        rest = handle.read()
+        handle.truncate(cut)
+    wall, cpu = time.perf_counter(), time.process_time()
+    SummaryKeeper(events_path).catch_up(final=True)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    with open(events_path, "ab") as handle:
+        handle.write(rest)
+    print(f"summary (kept by the run's supervisor, here all at once): {cpu:.2f} s CPU for {cut / 2**20:.0f} MiB "
+          f"of events ({wall:.2f} s wall), saved {summary_path(events_path).stat().st_size / 1024:.0f} KiB; "
+          f"the monitor reads the last {(size - cut) / 2**20:.1f} MiB after it")
+
+
+async def open_monitor(app, run_dir: Path, label: str, store_cpu: float | None):  # type: ignore[no-untyped-def]
+    """Push a monitor of run_dir; wait until it has read everything and drawn it; print what it cost."""
+    from tui.screens.monitor import MonitorScreen
+    from tui.widgets.metric_plots import MetricPlot
+
+    screen = MonitorScreen(run_dir)
+    opened, opened_cpu = time.perf_counter(), time.process_time()
+    await app.push_screen(screen)
+    while screen.redraws == 0 or screen.feed.has_backlog() or screen.feed.state is None:
+        await asyncio.sleep(0.01)
+    while not all(plot.up_to_date for plot in screen.query(MetricPlot)):
+        await asyncio.sleep(0.01)
+    caught_up, caught_up_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu
+    draws = screen.redraws
+    ratio = f"; {caught_up_cpu / store_cpu:.2f}x the store's own ingest" if store_cpu else ""
+    print(f"monitor open, {label}: {screen.feed.store.log_events:,} events read and drawn in {caught_up:.2f} s wall "
+          f"({draws} draw{'s' if draws != 1 else ''} of the panels, plots built), {caught_up_cpu:.2f} s CPU of "
+          f"all threads (goal < 1 s{ratio}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"started from: {screen.feed.start})")
+    return screen
+
+
 async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: float, seconds: float,
                         store_cpu: float) -> None:
+    from backend.series_summary import SAVE_EVERY_BYTES, summary_path
     from tui.app import WorkbenchApp
-    from tui.screens.monitor import MonitorScreen
 
+    events_path = run_dir / "events.jsonl"
+    summarise_all_but_the_last(events_path, SAVE_EVERY_BYTES)
     app = WorkbenchApp(None, start_mode="runs")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause(0.5)
         rss_before = rss()
-        screen = MonitorScreen(run_dir)
-        # every frame the UI thread draws: the compositor's render, plus the update handler that preceded it
+        # first (so it also pays the screen's one-time imports): a run of the workbench, with its summary
+        await open_monitor(app, run_dir, "with the supervisor's summary", None)
+        await pilot.pause(0.3)
+        print(f"RSS: {mib(rss_before)} before opening, {mib(rss())} after 1M events (from the summary)")
+        app.pop_screen()
+        # then a run without one (imported, or made before summaries): the whole file is read
+        summary_path(events_path).unlink()
+        screen = await open_monitor(app, run_dir, "no summary (the whole file read)", store_cpu)
+        # every frame the UI thread draws from now on: the compositor's render, plus the update handler before it
         frames: list[float] = []  # wall seconds
         frames_cpu: list[float] = []  # CPU seconds of the UI thread (what other processes cannot inflate)
-        original_refresh, seen = screen._compositor_refresh, [0]
+        original_refresh, seen = screen._compositor_refresh, [screen.redraws]
 
         def timed_refresh() -> None:
             started, cpu = time.perf_counter(), time.thread_time()
@@ -166,24 +221,9 @@ async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: floa
             frames_cpu.append(used)
 
         screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
-        opened, opened_cpu = time.perf_counter(), time.process_time()
-        await app.push_screen(screen)
-        while screen.redraws == 0 or screen.feed.has_backlog() or screen.feed.state is None:
-            await asyncio.sleep(0.01)
-        from tui.widgets.metric_plots import MetricPlot
-
-        plots = list(screen.query(MetricPlot))
-        while not all(plot.up_to_date for plot in plots):
-            await asyncio.sleep(0.01)
-        caught_up, caught_up_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu
-        draws = screen.redraws
         await pilot.pause(0.3)
         rss_loaded = rss()
-        print(f"monitor open: {screen.feed.store.log_events:,} events read and drawn in {caught_up:.2f} s wall "
-              f"({draws} draw{'s' if draws != 1 else ''} of the panels, plots built), {caught_up_cpu:.2f} s CPU of "
-              f"all threads (goal < 1 s; {caught_up_cpu / store_cpu:.2f}x the store's own ingest; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-        print(f"RSS: {mib(rss_before)} before opening, {mib(rss_loaded)} after 1M events")
+        print(f"RSS: {mib(rss_loaded)} after the whole file read")
 
         frames.clear()
         frames_cpu.clear()
@@ -213,15 +253,8 @@ async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: floa
         # the screen's own cost, without a backlog: the same monitor on a 1,000-event run, opened after
         # the first (one-time imports and style parsing are not in it)
         app.pop_screen()
-        small = MonitorScreen(make_run_folder(run_dir.parent, 1000, writer.pid, "small-run"))
-        opened_cpu = time.process_time()
-        await app.push_screen(small)
-        while small.redraws == 0 or small.feed.has_backlog() or small.feed.state is None:
-            await asyncio.sleep(0.01)
-        while not all(plot.up_to_date for plot in small.query(MetricPlot)):
-            await asyncio.sleep(0.01)
-        print(f"monitor open of a 1,000-event run (the screen's own cost, for scale): "
-              f"{time.process_time() - opened_cpu:.2f} s CPU")
+        await open_monitor(app, make_run_folder(run_dir.parent, 1000, writer.pid, "small-run"),
+                           "a 1,000-event run (the screen's own cost, for scale)", None)
 
 
 def main() -> None:

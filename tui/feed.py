@@ -21,6 +21,7 @@ from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
 from backend.runs.layout import RunFolder, RunState
 from backend.runs.manager import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
+from backend.series_summary import restore_or_read
 
 LOG_LINES_KEPT = 400
 LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
@@ -117,7 +118,9 @@ class RunFeed:
     def __init__(self, run_dir: Path, store: MetricsStore | None = None):
         self.run = RunFolder(run_dir)
         self.store = store or MetricsStore()
-        self.reader = ColumnReader(self.run.events_path)
+        # a store of our own starts from the run's events summary when it is valid (first read)
+        self.reader: ColumnReader | None = None if store is None else ColumnReader(self.run.events_path)
+        self.start: str | None = None  # how the first read started: "summary of the first N bytes" or why not
         self.log = LogFollower(self.run.log_path)
         self.state: RunState | None = None
         self.state_error: str | None = None
@@ -138,7 +141,12 @@ class RunFeed:
         return self._read_log_and_state() or changed
 
     def read_events(self, max_bytes: int = BATCH_BYTES) -> bool:
-        """At most `max_bytes` of new events into the store; True if it held any (or damaged lines)."""
+        """At most `max_bytes` of new events into the store; True if it held any (or damaged lines).
+        The first read restores the run's events summary (backend.series_summary) when it is valid."""
+        if self.reader is None:
+            self.reader, self.start = restore_or_read(self.run.events_path, self.store)
+            if self.reader.offset:
+                return True
         return self.store.ingest_batch(self.reader.read_batch(max_bytes)) > 0
 
     def _read_log_and_state(self) -> bool:
@@ -151,7 +159,7 @@ class RunFeed:
     def has_backlog(self) -> bool:
         """True while events.jsonl has more bytes than were read (a long run being opened)."""
         try:
-            return self.run.events_path.stat().st_size - self.reader.offset > 1024
+            return self.run.events_path.stat().st_size - self._offset() > 1024
         except FileNotFoundError:
             return False
 
@@ -161,7 +169,10 @@ class RunFeed:
             size = self.run.events_path.stat().st_size
         except FileNotFoundError:
             return 1.0
-        return min(1.0, self.reader.offset / size) if size else 1.0
+        return min(1.0, self._offset() / size) if size else 1.0
+
+    def _offset(self) -> int:
+        return self.reader.offset if self.reader is not None else 0
 
     def _read_state(self) -> bool:
         try:

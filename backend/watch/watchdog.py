@@ -260,11 +260,7 @@ class Watchdog:
             pass
 
     def log_error(self, what: str) -> None:
-        try:
-            with open(self.folder / "watch.log", "a", encoding="utf-8") as log:
-                log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n{traceback.format_exc()}\n")
-        except OSError:
-            pass
+        append_watch_log(self.run.path, f"{what}\n{traceback.format_exc()}")
 
 
 class _NoWatchdog:
@@ -285,11 +281,19 @@ def start_watchdog(run: RunFolder, trainer_pid: int | None) -> Watchdog | _NoWat
         dispatcher = Dispatcher.for_run(run.path, profile.notify)
         return Watchdog(run, trainer_pid, profile.watch, dispatcher).start()
     except Exception:
-        folder = watch_dir(run.path)
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "watch.log", "a", encoding="utf-8") as log:
-            log.write(f"watchdog could not start\n{traceback.format_exc()}\n")
+        append_watch_log(run.path, f"watchdog could not start\n{traceback.format_exc()}")
         return _NoWatchdog()
+
+
+def append_watch_log(run_dir: Path, text: str) -> None:
+    """<run>/watch/watch.log: what went wrong in the supervisor's helper threads (never raises)."""
+    try:
+        folder = watch_dir(run_dir)
+        folder.mkdir(exist_ok=True)  # not parents: a deleted run folder is not made again
+        with open(folder / "watch.log", "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+    except OSError:
+        pass
 
 
 def _size(path: Path) -> int:

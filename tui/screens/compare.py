@@ -12,7 +12,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header
 
-from backend.series import MetricsStore, load_store
+from backend.series import MetricsStore
+from backend.series_summary import load_run_store
 from tui.safe import plain
 from tui.widgets.metric_plots import CompareLossPlot
 from tui.widgets.units import number, step_of
@@ -58,7 +59,7 @@ class CompareScreen(WorkerFailures, Screen[None]):
 
     @work(thread=True, exclusive=True, group="compare-load", exit_on_error=False, description="Reading events")
     def _load(self) -> None:
-        self.post_message(self.Loaded({d: load_store(d / "events.jsonl") for d in self.run_dirs}))
+        self.post_message(self.Loaded({d: load_run_store(d / "events.jsonl") for d in self.run_dirs}))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
