@@ -33,7 +33,24 @@ from tui.worker_failures import WorkerFailures
 ANSWER_PAINT_SECONDS = 0.1
 
 
-class AnswerText(Widget):
+class PaintedByLayout:
+    """Mixin for the transcript and its bubbles: a change of the widget's virtual size repaints nothing more.
+
+    Textual's Widget declares `virtual_size` a reactive that repaints the widget and lays it out again when
+    it changes. For a widget that does not scroll it is its size, for a scroll container what its layout
+    found: either way it changes in a layout, which has already repainted what moved. The repaint is a
+    second frame of the whole widget - of the whole transcript once the answer fills it (~2 KB at 80x24) -
+    each time a bubble is mounted or the answer grows. (A scrollbar coming or going still lays the
+    transcript out again: that is its own reactive.)"""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), repaint=False)
+
+
+class Bubble(PaintedByLayout, Static):
+    """The user's message, or an error."""
+
+
+class AnswerText(PaintedByLayout, Widget):
     """The answer being written, painted so that a slow link pays for the text, not for repaints.
 
     Text is only appended, so with greedy wrapping only the last line (or the new ones) change: a paint
@@ -46,10 +63,6 @@ class AnswerText(Widget):
     DEFAULT_CSS = """
     AnswerText { height: auto; }
     """
-    # Textual's Widget repaints (and lays out again) a widget whose virtual size changed; for a widget that
-    # does not scroll that is its size, whose change the layout that made it has already repainted: one
-    # more frame of the whole bubble (at 80x24, of the whole transcript: ~2 KB) each time it grows
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), repaint=False)
 
     def __init__(self, text: str, *, classes: str) -> None:
         super().__init__(classes=classes)
@@ -94,15 +107,8 @@ class AnswerText(Widget):
         return False
 
 
-class Transcript(VerticalScroll):
-    """The conversation's bubbles, scrolled.
-
-    A scroll container's virtual size is what its layout found. Textual's Widget declares it a reactive
-    that lays out and repaints the widget when it changes, which for a container repeats the layout just
-    done and repaints every visible bubble a second time: one more frame of the whole transcript each time
-    a bubble is added or an answer grows (over SSH, ~2 KB at 80x24). Here setting it does nothing more."""
-
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), repaint=False)
+class Transcript(PaintedByLayout, VerticalScroll):
+    """The conversation's bubbles, scrolled."""
 
 
 class ChatPane(WorkerFailures, Vertical):
@@ -125,7 +131,9 @@ class ChatPane(WorkerFailures, Vertical):
             border: round $error;
             .status-text { color: $error; }
         }
-        .transcript { height: 1fr; }
+        /* the scrollbar is always there: one that comes when the transcript first overflows narrows every
+           bubble, a second layout and repaint of the whole transcript (~2 KB at 80x24); one column wide */
+        .transcript { height: 1fr; overflow-y: scroll; scrollbar-size-vertical: 1; }
         .bubble { width: 100%; height: auto; margin-top: 1; padding: 0 1; }
         .user { background: $boost; text-style: bold; }
         .answer { color: $text; }
@@ -257,7 +265,7 @@ class ChatPane(WorkerFailures, Vertical):
     def _add(self, *bubbles: tuple[str, str]) -> Widget:
         """Mount (kind, text) bubbles in one go and show the end; the last bubble is returned."""
         widgets = [AnswerText(text, classes=f"bubble {kind}") if kind == "answer"
-                   else Static(Text(printable(text)), classes=f"bubble {kind}") for kind, text in bubbles]
+                   else Bubble(Text(printable(text)), classes=f"bubble {kind}") for kind, text in bubbles]
         self.call_next(self._mount_bubbles, widgets, self._conversation)
         return widgets[-1]
 
