@@ -20,9 +20,9 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from backend.command import LaunchPlan, build_launch
 from backend.hardware import HardwareInfo, detect_hardware
@@ -43,6 +43,7 @@ from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.details_pane import DetailsPane
 from tui.widgets.memory_line import ForecastQuery, MemoryLine
 from tui.widgets.model_details import ModelDetails, ModelQuery
+from tui.widgets.quiet import QuietFooter, show_text
 from tui.widgets.settings_tabs import SettingsTabs
 from tui.widgets.validation_panel import ValidationPanel
 from tui.worker_failures import WorkerFailures, failure_text
@@ -72,21 +73,21 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                 tooltip="Next settings group (Model, Data, Tuner, …)"),
     ]
 
-    revision: reactive[int] = reactive(0, init=False)
+    revision: var[int] = var(0, init=False)
     """The document's revision (bumped after every change to the profile or its file)."""
-    hardware: reactive[HardwareInfo | None] = reactive(None, init=False)
+    hardware: var[HardwareInfo | None] = var(None, init=False)
     """This machine; None while it is being detected."""
-    problems: reactive[tuple[Problem, ...] | None] = reactive(None, init=False)
+    problems: var[tuple[Problem, ...] | None] = var(None, init=False)
     """What is wrong with the form; None until the hardware is known."""
-    plan: reactive[LaunchPlan | None] = reactive(None, init=False)
+    plan: var[LaunchPlan | None] = var(None, init=False)
     """What launch would run (built in memory for a preview folder, nothing written)."""
-    plan_error: reactive[str] = reactive("waiting for hardware detection…", init=False)
+    plan_error: var[str] = var("waiting for hardware detection…", init=False)
     """Why there is no plan."""
-    model_query: reactive[ModelQuery | None] = reactive(None, init=False)
-    data_query: reactive[DataQuery | None] = reactive(None, init=False)
-    swift_data_query: reactive[SwiftDataQuery | None] = reactive(None, init=False)  # #12: swift's own report
-    forecast_query: reactive[ForecastQuery | None] = reactive(None, init=False)
-    suggestions: reactive[dict[str, tuple[str, ...]]] = reactive(dict, init=False)
+    model_query: var[ModelQuery | None] = var(None, init=False)
+    data_query: var[DataQuery | None] = var(None, init=False)
+    swift_data_query: var[SwiftDataQuery | None] = var(None, init=False)  # #12: swift's own report
+    forecast_query: var[ForecastQuery | None] = var(None, init=False)
+    suggestions: var[dict[str, tuple[str, ...]]] = var(dict, init=False)
     """Names the model's fields offer while typing (from ms-swift's registry)."""
 
     class HardwareDetected(Message, bubble=False):
@@ -130,7 +131,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                 LaunchScreen.revision, LaunchScreen.problems, LaunchScreen.hardware, LaunchScreen.suggestions)
             yield DetailsPane(id="details").data_bind(LaunchScreen.problems, LaunchScreen.plan, LaunchScreen.plan_error)
         yield MemoryLine(id="memory-line").data_bind(query=LaunchScreen.forecast_query)
-        yield Footer()
+        yield QuietFooter()
 
     def on_mount(self) -> None:
         if self.document.open_problem:
@@ -207,11 +208,12 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         doc = self.document
         dirty = doc.is_dirty
         status = self.query_one("#status-profile", Static)
-        status.update(plain(f"{doc.profile.name} — {doc.label}{' [example]' if doc.read_only else ''}"
-                            f"{' ● modified' if dirty else ''}"))
+        show_text(status, plain(f"{doc.profile.name} — {doc.label}{' [example]' if doc.read_only else ''}"
+                                f"{' ● modified' if dirty else ''}"))
         status.set_class(dirty, "-dirty")
         failure = self.failure  # a failed worker of the screen (hardware detection, launch) is said here
-        self.query_one("#status-hardware", Static).update(failure_text(failure) if failure else hardware_line(self.hardware))
+        show_text(self.query_one("#status-hardware", Static),
+                  failure_text(failure) if failure else hardware_line(self.hardware))
 
     @on(SettingsTabs.Changed)
     def _form_changed(self) -> None:

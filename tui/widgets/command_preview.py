@@ -10,7 +10,7 @@ import json
 from typing import Literal
 
 from textual.containers import VerticalScroll
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from backend.command import LaunchPlan
@@ -27,9 +27,9 @@ class PlanView(VerticalScroll, can_focus=True):
     }
     """
 
-    plan: reactive[LaunchPlan | None] = reactive(None, init=False)
+    plan: var[LaunchPlan | None] = var(None, init=False)
     """The plan on show; None while the form cannot produce one."""
-    unavailable: reactive[str] = reactive("", init=False)
+    unavailable: var[str] = var("", init=False)
     """Why there is no plan (shown instead of it)."""
 
     def __init__(self, face: Literal["command", "config"], *, id: str | None = None) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import on, work
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from backend.inspect_data import DatasetReport, Message as ChatMessage, inspect_ref, parse_ref
@@ -85,9 +85,9 @@ class DataQuery:
 class DatasetSummary(WorkerFailures, Static):
     """One report per dataset entry, in profile order."""
 
-    query: reactive[DataQuery | None] = reactive(None, init=False)
+    query: var[DataQuery | None] = var(None, init=False)
     """The entries to report on (bound to the screen's)."""
-    reports: reactive[tuple[DatasetReport, ...]] = reactive((), init=False)
+    reports: var[tuple[DatasetReport, ...]] = var((), init=False)
     """What is known so far, one report per entry."""
 
     class Scanned(Message, bubble=False):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import TabbedContent, TabPane
 
 from backend.command import LaunchPlan
@@ -30,11 +30,11 @@ class DetailsPane(Vertical):
     }
     """
 
-    problems: reactive[tuple[Problem, ...]] = reactive((), init=False)
+    problems: var[tuple[Problem, ...]] = var((), init=False)
     """Everything wrong with the form right now."""
-    plan: reactive[LaunchPlan | None] = reactive(None, init=False)
+    plan: var[LaunchPlan | None] = var(None, init=False)
     """What launch would run; None while the form cannot produce one."""
-    plan_error: reactive[str] = reactive("", init=False)
+    plan_error: var[str] = var("", init=False)
     """Why there is no plan."""
 
     def compose(self) -> ComposeResult:

@@ -2,7 +2,8 @@
 
 The line owns its forecast: the screen binds `query` (the profile, its folder, the hardware)
 and `forecast_summary` runs in a thread worker (it reads config.json). Until a forecast is
-there the line stays hidden: never a number that was not computed.
+there the line says it is coming: never a number that was not computed. The line holds its row
+from the first frame, so the forecast arriving does not re-lay out (and repaint) the workspace.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from backend.command import uses_cpu
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
 from tui.screens.launch_support import model_dir_of
+from tui.widgets.quiet import show_text
 from tui.worker_failures import WorkerFailures
 
 GIB = 2**30
@@ -79,8 +81,11 @@ class ForecastQuery:
     hardware: HardwareInfo
 
 
+WAITING = Text("Memory forecast: waiting for the hardware and the model…", style="dim")
+
+
 class MemoryLine(WorkerFailures, Static):
-    """Hidden until there is a forecast to show."""
+    """The forecast, or what it waits for."""
 
     DEFAULT_CSS = """
     MemoryLine {
@@ -89,14 +94,13 @@ class MemoryLine(WorkerFailures, Static):
         text-overflow: ellipsis;
         padding: 0 1;
         background: $panel;
-        display: none;
     }
     """
 
-    query: reactive[ForecastQuery | None] = reactive(None, init=False)
+    query: var[ForecastQuery | None] = var(None, init=False)
     """The profile to forecast (bound to the screen's)."""
-    summary: reactive[str | None] = reactive(None)
-    """The forecast text, or None to hide the line."""
+    summary: var[str | None] = var(None)
+    """The forecast text; None while there is none."""
 
     class Forecast(Message, bubble=False):
         def __init__(self, query: ForecastQuery, summary: str | None) -> None:
@@ -108,8 +112,7 @@ class MemoryLine(WorkerFailures, Static):
             self._forecast(query)
 
     def watch_summary(self, summary: str | None) -> None:
-        self.display = summary is not None
-        self.update(Text(summary or ""))
+        show_text(self, WAITING if summary is None else Text(summary))
 
     def show_failure(self, message: str) -> None:
         self.summary = f"✗ Memory forecast: {message} (ctrl+r: retry)"

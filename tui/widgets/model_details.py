@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import on, work
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from backend.models import (
@@ -86,11 +86,11 @@ class ModelQuery:
 class ModelDetails(WorkerFailures, Static):
     """Shape rows and swift's model_type/template, for the model of `query`."""
 
-    query: reactive[ModelQuery | None] = reactive(None, init=False)
+    query: var[ModelQuery | None] = var(None, init=False)
     """The model to describe (bound to the screen's)."""
-    info: reactive[ModelInfo | None] = reactive(None, init=False)
+    info: var[ModelInfo | None] = var(None, init=False)
     """The model described; None while being read."""
-    inference: reactive[SwiftInference | None] = reactive(None, init=False)
+    inference: var[SwiftInference | None] = var(None, init=False)
     """What swift will use for model_type/template."""
 
     class Described(Message, bubble=False):

@@ -15,12 +15,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TextArea
 
 from tui.profile_fields import FieldSpec, format_value, parse_text
+from tui.widgets.quiet import show_text
 
 
 class FieldEditor(Vertical):
@@ -44,11 +45,11 @@ class FieldEditor(Vertical):
     }
     """
 
-    error: reactive[str | None] = reactive(None)
+    error: var[str | None] = var(None)
     """Why the typed value was refused (shown at the field, in red)."""
-    problem: reactive[tuple[str, str] | None] = reactive(None)
+    problem: var[tuple[str, str] | None] = var(None)
     """A pre-launch problem on this field: (severity, message)."""
-    swift_default: reactive[str] = reactive("")
+    swift_default: var[str] = var("")
     """What swift uses while the field is unset (read from swift), shown in the empty text box."""
 
     class Edited(Message):
@@ -232,12 +233,12 @@ class FieldEditor(Vertical):
         self.set_class(self.error is None and severity == "error", "-problem-error")
         self.set_class(self.error is None and severity == "warning", "-problem-warning")
         if self.error is not None:
-            note.update(f"✗ {self.error}")
+            show_text(note, f"✗ {self.error}")
         elif self.problem is not None:
             mark = "✗" if severity == "error" else "!"
-            note.update(f"{mark} {self.problem[1]}")
+            show_text(note, f"{mark} {self.problem[1]}")
         else:
-            note.update(self.spec.help)
+            show_text(note, self.spec.help)
 
 
 class SectionHeading(Static):

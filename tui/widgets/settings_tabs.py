@@ -15,7 +15,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
@@ -27,6 +27,7 @@ from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS, field_spec, get_value, is_visible, tab_paths, visible_rules
 from tui.screens.launch_support import distribution_support, field_of, precision_support
 from tui.widgets.extra_args_editor import ExtraArgsEditor
+from tui.widgets.quiet import show_text
 from tui.widgets.settings_form import FieldEditor, SectionHeading
 
 PICK_BUTTONS = {"model.source": ("Pick… F7", "pick-model-button"), "data.train": ("Pick… F8", "pick-dataset-button")}
@@ -44,13 +45,13 @@ class SettingsTabs(Vertical):
     }
     """
 
-    revision: reactive[int] = reactive(0, init=False)
+    revision: var[int] = var(0, init=False)
     """The document's revision shown (bound: a new one means look again)."""
-    problems: reactive[tuple[Problem, ...] | None] = reactive(None, init=False)
+    problems: var[tuple[Problem, ...] | None] = var(None, init=False)
     """The form's problems, each shown at its field."""
-    hardware: reactive[HardwareInfo | None] = reactive(None, init=False)
+    hardware: var[HardwareInfo | None] = var(None, init=False)
     """This machine, for the precision and distribution notes."""
-    suggestions: reactive[dict[str, tuple[str, ...]]] = reactive(dict, init=False)
+    suggestions: var[dict[str, tuple[str, ...]]] = var(dict, init=False)
     """Names offered while typing, per field."""
 
     class Changed(Message):
@@ -163,7 +164,7 @@ class SettingsTabs(Vertical):
         for heading in self.query(SectionHeading):
             path = (heading.id or "").removeprefix("heading-").replace("-", ".")
             _show(heading, is_visible(path, document.profile, rules))
-        self._distribution.update(distribution_support(self.hardware, document.profile))
+        show_text(self._distribution, distribution_support(self.hardware, document.profile))
         self._show_swift_defaults()
 
     @work(thread=True, exclusive=True, group="form-swift-schema", exit_on_error=False,
@@ -196,8 +197,8 @@ class SettingsTabs(Vertical):
         self._load_schema()
 
     def watch_hardware(self) -> None:
-        self._precision.update(precision_support(self.hardware))
-        self._distribution.update(distribution_support(self.hardware, self.document.profile))
+        show_text(self._precision, precision_support(self.hardware))
+        show_text(self._distribution, distribution_support(self.hardware, self.document.profile))
 
     def watch_problems(self) -> None:
         by_field: dict[str, Problem] = {}

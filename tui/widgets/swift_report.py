@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -74,9 +74,9 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     SETTLE_S = 0.6  # an edited query is asked once it has stayed the same this long
 
-    query: reactive[SwiftDataQuery | None] = reactive(None, init=False)
-    report: reactive[dict[str, Any] | None] = reactive(None, init=False)
-    row: reactive[int] = reactive(1, init=False)
+    query: var[SwiftDataQuery | None] = var(None, init=False)
+    report: var[dict[str, Any] | None] = var(None, init=False)
+    row: var[int] = var(1, init=False)
 
     class Progress(Message, bubble=False):
         def __init__(self, query: SwiftDataQuery, line: str) -> None:

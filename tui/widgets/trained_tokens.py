@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from backend.data_view import row_text
@@ -29,9 +29,9 @@ class TrainedTokenView(Static):
     }
     """
 
-    answer: reactive[dict[str, Any] | None] = reactive(None, init=False)
+    answer: var[dict[str, Any] | None] = var(None, init=False)
     """The row as swift renders it (segments with trained/special/lost flags)."""
-    note: reactive[str] = reactive("", init=False)
+    note: var[str] = var("", init=False)
     """What is happening (asking swift…), shown when there is no answer yet."""
 
     def watch_answer(self) -> None:

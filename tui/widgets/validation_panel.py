@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -31,7 +31,7 @@ class ValidationPanel(Vertical):
     }
     """
 
-    problems: reactive[tuple[Problem, ...] | None] = reactive(None, init=False, always_update=True)
+    problems: var[tuple[Problem, ...] | None] = var(None, init=False, always_update=True)
     """Everything wrong with the form right now (errors block a launch); None: not checked yet."""
 
     class JumpTo(Message):
