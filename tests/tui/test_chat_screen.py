@@ -3,18 +3,22 @@
 One pilot session walks the whole life of a chat, since each worker takes seconds to load:
 loading state, streaming, settings, Esc stops an answer, ctrl+n drops one, a conversation longer
 than the context, a crashed worker and its restart, and no process left once the app has exited.
+Along the way the screen as a terminal shows it (rebuilt from the bytes the app writes, which skip
+every repaint they can for slow links) is checked against the app's own picture.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.app import App
@@ -37,10 +41,52 @@ def short_run(short_lora_run: RunFolder) -> RunFolder:
     return short_lora_run
 
 
+class TerminalScreen:
+    """The cells a terminal shows, rebuilt from the frames the app writes to it (a headless app writes
+    none: each is rendered here as it would be sent). A repaint the app skipped leaves stale cells."""
+
+    PIECE = re.compile(r"\x1b\[(\d+);(\d+)H|\x1b\[[0-9;?]*[A-Za-z]|\n|([^\x1b\n])")
+
+    def __init__(self, app: App[None]) -> None:
+        self.app = app
+        self.cells: list[list[str]] = []
+        display = app._display
+
+        def replaying(screen, update) -> None:  # type: ignore[no-untyped-def]
+            if update is not None:
+                self.write(update.render_segments(app.console))
+            display(screen, update)
+
+        app._display = replaying  # type: ignore[method-assign]
+
+    def write(self, data: str) -> None:
+        width, height = self.app.size
+        if len(self.cells) != height:
+            self.cells = [[" "] * width for _ in range(height)]
+        y = x = 0
+        for piece in self.PIECE.finditer(data):
+            if piece.group(1):
+                y, x = int(piece.group(1)) - 1, int(piece.group(2)) - 1
+            elif piece.group(3):
+                char, cells = piece.group(3), cell_len(piece.group(3))
+                if 0 <= y < height and 0 <= x <= width - cells:
+                    self.cells[y][x:x + cells] = [char] + [""] * (cells - 1)  # a wide character takes two
+                x += cells
+
+    def lines(self) -> list[str]:
+        return ["".join(row).rstrip() for row in self.cells]
+
+    def app_picture(self) -> list[str]:
+        """The whole screen as the app would paint it now (Textual's compositor, all of it)."""
+        return ["".join(segment.text for segment in strip).rstrip()
+                for strip in self.app.screen._compositor.render_strips()]
+
+
 class ChatHost(App[None]):
     def __init__(self, run_dir: Path) -> None:
         super().__init__()
         self.run_dir = run_dir
+        self.terminal = TerminalScreen(self)
 
     def on_mount(self) -> None:
         self.push_screen(ChatScreen(self.run_dir, compare=True))
@@ -61,6 +107,14 @@ def text_of(widget: Static) -> str:
 def worker_events(messages: list[Message], pane: ChatPane, kind: type) -> list[object]:
     return [m.event for m in messages
             if isinstance(m, ChatPane.WorkerEvent) and m.control is pane and isinstance(m.event, kind)]
+
+
+async def terminal_lines(pilot: Pilot) -> list[str]:
+    """The terminal's rows once the app is idle, checked to be the app's own picture: nothing stale."""
+    await pilot.pause()
+    terminal = pilot.app.terminal
+    assert terminal.lines() == terminal.app_picture()
+    return terminal.lines()
 
 
 async def send(pilot: Pilot, prompt: str) -> None:
@@ -124,6 +178,10 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
                 messages.index(next(m for m in messages if getattr(m, "event", None) is done[0]))
             answer = pane.query(".bubble.answer").last()
             assert text_of(answer) == printable(done[0].text) and done[0].text == pane.history[-1]["content"]
+        # the terminal: the question in both panes, both status lines saying the answer ended, Esc's key
+        shown = "\n".join(await terminal_lines(pilot))
+        assert shown.count("who are you?") == 2 and shown.count("tokens in") == 2
+        assert "answering" not in shown and "esc Stop/Back" in shown.splitlines()[-1]
 
         # stop: Esc ends the answers being written, pressed as soon as both panes are answering (see
         # send_and_press_mid_answer). (The stopped answer stays in the history; a later question longer
@@ -148,6 +206,8 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
         await until(pilot, lambda: not tuned.busy and not base.busy, "both panes to be free")
         for pane in (tuned, base):
             assert pane.history == [] and not pane.query(".bubble"), pane.history
+        shown = "\n".join(await terminal_lines(pilot))  # no bubble of the forgotten conversation is left drawn
+        assert "who are you?" not in shown and "story" not in shown
 
         # a conversation longer than the model's context (1024 tokens) loses its oldest turns, not the answer
         long_turns = [{"role": "user", "content": "tell me about yourself " * 60},
