@@ -300,8 +300,9 @@ class ChatPane(WorkerFailures, Vertical):
             return
         if isinstance(event, Ready):
             self.set_class(False, "-loading")
-            answering = " - answering, esc stops" if self._request is not None else ""  # asked while it loaded
-            self._set_status(f"ready - loaded in {event.seconds:.1f} s{answering}")
+            loaded = f"loaded in {event.seconds:.1f} s"
+            # asked while it loaded: the answer is being written now
+            self._set_status(f"ready - {loaded}" if self._request is None else f"answering - esc stops ({loaded})")
             return
         if isinstance(event, Chunk):
             self._answer_text += event.text
