@@ -35,7 +35,7 @@ class ChatScreen(Screen[None]):
         Binding("escape", "stop_or_close", "Stop/Back", id="chat-escape",
                 tooltip="Stop the answer being written; otherwise close the chat (its workers are stopped)"),
         Binding("ctrl+r", "restart", "Restart", id="chat-restart", tooltip="Restart the model worker(s)"),
-        Binding("ctrl+n", "new_chat", "New chat", id="chat-new", tooltip="Forget the conversation"),
+        Binding("ctrl+n", "new_chat", "New", id="chat-new", tooltip="A new chat: forget the conversation"),
         Binding("ctrl+b", "compare", "Base", id="chat-compare",
                 tooltip="Show or hide the base model answering beside the fine-tuned one"),
         Binding("ctrl+o", "toggle_settings", "Settings", id="chat-settings",
