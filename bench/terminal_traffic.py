@@ -188,9 +188,12 @@ class Terminal:
         last = self.last_write()
         return self.bytes_between(began, now + 1), max(0.0, last - began)
 
-    def first_paint(self, expect: str, quiet: float = 2.0, cap: float = 60.0) -> tuple[int, str]:
-        """Bytes from now until the screen showed `expect` (a regex) and then wrote nothing for `quiet` s."""
+    def first_paint(self, expect: str, quiet: float = 2.0, cap: float = 60.0, *keys: str) -> tuple[int, str]:
+        """Press `keys`; bytes from the first key until the screen showed `expect` (a regex) and then wrote
+        nothing for `quiet` s. Counted from before the keys: a screen that paints while the last key's
+        pause runs is neither missed nor undercounted."""
         began, since = time.monotonic(), self.mark()
+        self.press(*keys)
         if not self.wait_for_text(expect, since, timeout=cap):
             raise RuntimeError(f"the screen never showed {expect!r}:\n{self.screen_text(since)[-2000:]}")
         while time.monotonic() - began < cap:
@@ -303,15 +306,14 @@ def measure_idle_screens(size: tuple[int, int], env: dict[str, str], args: list[
         figures.append(Figure(size, "launch idle", term.rate(idle), "B/s", 0))
         for key, screen, name in (("f3", "runs", "runs (finished runs only)"),
                                   ("enter", "monitor", "monitor (finished run)")):
-            term.press(key)
-            painted, when = term.first_paint(SHOWN[screen])
+            painted, when = term.first_paint(SHOWN[screen], 2.0, 60.0, key)
             figures.append(Figure(size, f"first paint: {name}", painted, "bytes", paint_budget(size), when))
             figures.append(Figure(size, f"{name} idle", term.rate(idle), "B/s", 0))
         # back to the list; mark both finished runs; compare their loss
-        term.press("escape")
-        term.first_paint(SHOWN["runs"], quiet=1.0)
-        term.press("space", "down", "space", "c")
-        painted, when = term.first_paint(SHOWN["compare"])
+        term.first_paint(SHOWN["runs"], 1.0, 60.0, "escape")
+        term.press("space", "down", "space")
+        term.wait_quiet(1.0)
+        painted, when = term.first_paint(SHOWN["compare"], 2.0, 60.0, "c")
         figures.append(Figure(size, "first paint: compare (2 runs)", painted, "bytes", paint_budget(size), when))
         figures.append(Figure(size, "compare idle", term.rate(idle), "B/s", 0))
     finally:
@@ -321,11 +323,9 @@ def measure_idle_screens(size: tuple[int, int], env: dict[str, str], args: list[
 
 def open_monitor(term: Terminal) -> None:
     """From the start: the runs list (F3), then the first run's monitor (running runs come first)."""
-    term.first_paint(SHOWN["launch"], quiet=3.0)
-    term.press("f3")
-    term.first_paint(SHOWN["runs"], quiet=1.0)
-    term.press("enter")
-    term.first_paint(SHOWN["monitor"], quiet=1.0, cap=20.0)
+    term.first_paint(SHOWN["launch"], 3.0)
+    term.first_paint(SHOWN["runs"], 1.0, 60.0, "f3")
+    term.first_paint(SHOWN["monitor"], 1.0, 20.0, "enter")
 
 
 def measure_live(size: tuple[int, int], env: dict[str, str], args: list[str], seconds: float) -> list[Figure]:
