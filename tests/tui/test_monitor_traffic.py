@@ -57,3 +57,44 @@ async def test_each_new_alert_after_the_first_sends_a_few_lines(tmp_path: Path, 
         # the first alert opens the panel (the screen is laid out again); the next ones change its lines and the
         # loss plot's marks only. A panel that grew with each alert re-sent the whole screen twice: ~20 KB each.
         assert sent[0] > 5_000 and max(sent[1:]) < 3_000, sent
+
+
+async def test_the_progress_line_of_a_running_run_sends_nothing_until_its_numbers_change() -> None:
+    """Textual's ProgressBar repainted itself every second (for an ETA this line does not show): ~256 B/s
+    over SSH while a live run's monitor is open. The bar now changes when a half cell or a percent does."""
+    from textual.app import App
+
+    from backend.runs.layout import RunState
+    from backend.series import Throughput
+    from tui.widgets.run_progress import RunProgress
+
+    state = RunState(run_id="r", profile_name="p", status="running", created_at=1.0e9, started_at=1.0e9)
+
+    def numbers(step: int) -> Throughput:
+        return Throughput(step, 1000, 2.0, 900.0, (1000 - step) / 2.0, step / 1000)
+
+    class OneLine(App[None]):
+        def compose(self):  # type: ignore[no-untyped-def]
+            yield RunProgress()
+
+    app = OneLine()
+    async with app.run_test(size=(120, 3)) as pilot:
+        line = app.query_one(RunProgress)
+        for step in (380, 390, 400):  # a live run: each poll brings new steps
+            line.show(state, numbers(step), now=1.0e9 + 60)
+            await pilot.pause(0.2)
+        assert "━" in shown_line(app) and " 40% step 400/1000" in shown_line(app)
+        counter = TerminalBytes(app)
+        await pilot.pause(3.0)  # between two polls (and the clock stands): nothing to send
+        assert (counter.frames, counter.bytes) == (0, 0)
+        line.show(state, numbers(400), now=1.0e9 + 60)  # a poll that found no new step
+        await pilot.pause(0.5)
+        assert (counter.frames, counter.bytes) == (0, 0)
+        line.show(state, numbers(410), now=1.0e9 + 60)  # one percent more: the bar's line changes
+        await wait_for(pilot, lambda: counter.frames > 0, what="the new step's frame")
+        await pilot.pause(0.3)
+        assert " 41% step 410/1000" in shown_line(app) and 0 < counter.bytes < 600, counter.bytes
+
+
+def shown_line(app) -> str:  # type: ignore[no-untyped-def]
+    return app.screen._compositor.render_strips()[0].text

@@ -33,6 +33,9 @@ class LogTail(Vertical):
             height: 1fr;
             background: $surface;
             overflow-x: hidden;  /* long lines are cut: a horizontal scrollbar would repaint with every line */
+            /* a tail follows its end: a scrollbar would be sent again in two more frames at every poll
+               (~0.7 KB/s over SSH for a live run at 120x36); the wheel and the keys still scroll it */
+            scrollbar-visibility: hidden;
         }
     }
     """
