@@ -250,9 +250,15 @@ async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: floa
         print(f"RSS during live: min {mib(min(samples))}, max {mib(max(samples))}, "
               f"growth {mib(max(samples) - rss_loaded)} over {seconds:g} s (bounded: store and log tail are fixed-size)")
 
+        # an ended run (no supervisor to keep a summary) read whole once has one from that read
+        app.pop_screen()
+        if summary_path(events_path).exists():
+            await open_monitor(app, run_dir, "again, from the summary its whole read left", None)
+            app.pop_screen()
+        else:
+            print("monitor open again: no summary was left (the run reads as active: its supervisor keeps one)")
         # the screen's own cost, without a backlog: the same monitor on a 1,000-event run, opened after
         # the first (one-time imports and style parsing are not in it)
-        app.pop_screen()
         await open_monitor(app, make_run_folder(run_dir.parent, 1000, writer.pid, "small-run"),
                            "a 1,000-event run (the screen's own cost, for scale)", None)
 

@@ -21,7 +21,7 @@ from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
 from backend.runs.layout import RunFolder, RunState
 from backend.runs.manager import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
-from backend.series_summary import restore_or_read
+from backend.series_summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
 
 LOG_LINES_KEPT = 400
 LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
@@ -121,6 +121,7 @@ class RunFeed:
         # a store of our own starts from the run's events summary when it is valid (first read)
         self.reader: ColumnReader | None = None if store is None else ColumnReader(self.run.events_path)
         self.start: str | None = None  # how the first read started: "summary of the first N bytes" or why not
+        self.summary_written = False
         self.log = LogFollower(self.run.log_path)
         self.state: RunState | None = None
         self.state_error: str | None = None
@@ -138,7 +139,9 @@ class RunFeed:
             if report and time.monotonic() - last_report > report_every:
                 report(self.read_fraction())
                 last_report = time.monotonic()
-        return self._read_log_and_state() or changed
+        changed = self._read_log_and_state() or changed
+        self._summarise_an_ended_run()
+        return changed
 
     def read_events(self, max_bytes: int = BATCH_BYTES) -> bool:
         """At most `max_bytes` of new events into the store; True if it held any (or damaged lines).
@@ -148,6 +151,21 @@ class RunFeed:
             if self.reader.offset:
                 return True
         return self.store.ingest_batch(self.reader.read_batch(max_bytes)) > 0
+
+    def _summarise_an_ended_run(self) -> None:
+        """A run that has no valid summary (made before summaries, or by another version) and no
+        supervisor left to keep one gets one from this read, so that its next open is fast. Only for a
+        proven run folder of the workbench, and only once; a folder that cannot be written is left as is."""
+        if self.summary_written or self.reader is None or (self.start or "").startswith("summary"):
+            return
+        if self.state is None or self.state.is_active or self.reader.offset < SAVE_EVERY_BYTES:
+            return
+        self.summary_written = True
+        if self.run.is_proven():
+            try:
+                save_summary(self.store, self.run.events_path, self.reader.offset)
+            except OSError:
+                pass
 
     def _read_log_and_state(self) -> bool:
         changed = False

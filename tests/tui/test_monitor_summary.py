@@ -53,3 +53,34 @@ async def test_a_summary_of_a_file_rewritten_since_is_not_believed(tmp_path: Pat
         screen = await open_monitor(pilot, run.path)
         assert screen.feed.start == "no summary used (events.jsonl was rewritten since)"
         assert str(screen.query_one("#scale-summary").content).startswith("AnotherOne: scale ")
+
+
+async def test_an_ended_run_without_a_summary_gets_one_from_its_first_open(tmp_path: Path, isolated_runs: Path,
+                                                                            monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A run made before summaries (no supervisor left to keep one) is read whole once, then opens fast."""
+    import tui.feed
+
+    monkeypatch.setattr(tui.feed, "SAVE_EVERY_BYTES", 1000)  # the fixture's 5 KB count as a long run
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    size = run.events_path.stat().st_size
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
+        first = await open_monitor(pilot, run.path)
+        assert first.feed.start == "no summary used (none)"
+        app_screen_text = str(first.query_one("#scale-summary").content)
+        pilot.app.pop_screen()
+        second = await open_monitor(pilot, run.path)
+        assert second.feed.start == f"summary of the first {size:,} bytes"
+        assert str(second.query_one("#scale-summary").content) == app_screen_text
+        assert app_screen_text.endswith("2 overflows · 2 skipped steps")
+
+
+async def test_a_folder_that_is_not_a_proven_run_gets_no_summary(tmp_path: Path, isolated_runs: Path,
+                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tui.feed
+
+    monkeypatch.setattr(tui.feed, "SAVE_EVERY_BYTES", 1000)
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    run.identity_path.unlink()  # no run.json: a folder the workbench cannot prove it made
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
+        await open_monitor(pilot, run.path)
+    assert not (run.path / "events.summary.npz").exists()
