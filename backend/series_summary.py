@@ -75,14 +75,15 @@ def save_summary(store: MetricsStore, events_path: Path, offset: int) -> Path:
 
 
 def _fingerprint(events_path: Path, offset: int) -> dict[str, object]:
-    """What ties a summary to the file: its identity and the hashes of the bytes it was made from."""
+    """What ties a summary to the file: its identity, its size and the hashes of the bytes it was made from
+    (one open: a file replaced between a stat and the read cannot pass as the old one)."""
     with open(events_path, "rb") as handle:
         info = os.fstat(handle.fileno())
         head = handle.read(min(offset, CHECKED_BYTES))
         handle.seek(max(0, offset - CHECKED_BYTES))
         tail = handle.read(offset - max(0, offset - CHECKED_BYTES))
-    return {"device": info.st_dev, "inode": info.st_ino, "head_sha256": hashlib.sha256(head).hexdigest(),
-            "tail_sha256": hashlib.sha256(tail).hexdigest()}
+    return {"device": info.st_dev, "inode": info.st_ino, "size": info.st_size,
+            "head_sha256": hashlib.sha256(head).hexdigest(), "tail_sha256": hashlib.sha256(tail).hexdigest()}
 
 
 # ---------------------------------------------------------------- restoring
@@ -112,14 +113,13 @@ def _stale(meta: dict, events_path: Path) -> str | None:
         return "made by another version of the workbench"
     offset = int(meta["offset"])
     try:
-        info = events_path.stat()
+        now = _fingerprint(events_path, offset)
     except OSError:
         return "events.jsonl is missing"
-    if (info.st_dev, info.st_ino) != (meta["device"], meta["inode"]):
+    if (now["device"], now["inode"]) != (meta["device"], meta["inode"]):
         return "events.jsonl was replaced since"
-    if info.st_size < offset:
+    if now["size"] < offset:
         return "events.jsonl is shorter than when it was summarised"
-    now = _fingerprint(events_path, offset)
     if (now["head_sha256"], now["tail_sha256"]) != (meta["head_sha256"], meta["tail_sha256"]):
         return "events.jsonl was rewritten since"
     return None

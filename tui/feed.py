@@ -121,7 +121,7 @@ class RunFeed:
         # a store of our own starts from the run's events summary when it is valid (first read)
         self.reader: ColumnReader | None = None if store is None else ColumnReader(self.run.events_path)
         self.start: str | None = None  # how the first read started: "summary of the first N bytes" or why not
-        self.summary_written = False
+        self._may_summarise = False  # our own store read the file from its start, and no summary came of it yet
         self.log = LogFollower(self.run.log_path)
         self.state: RunState | None = None
         self.state_error: str | None = None
@@ -150,17 +150,18 @@ class RunFeed:
             self.reader, self.start = restore_or_read(self.run.events_path, self.store)
             if self.reader.offset:
                 return True
+            self._may_summarise = True
         return self.store.ingest_batch(self.reader.read_batch(max_bytes)) > 0
 
     def _summarise_an_ended_run(self) -> None:
         """A run that has no valid summary (made before summaries, or by another version) and no
         supervisor left to keep one gets one from this read, so that its next open is fast. Only for a
         proven run folder of the workbench, and only once; a folder that cannot be written is left as is."""
-        if self.summary_written or self.reader is None or (self.start or "").startswith("summary"):
+        if not self._may_summarise or self.reader is None or self.reader.offset < SAVE_EVERY_BYTES:
             return
-        if self.state is None or self.state.is_active or self.reader.offset < SAVE_EVERY_BYTES:
+        if self.state is None or self.state.is_active:
             return
-        self.summary_written = True
+        self._may_summarise = False
         if self.run.is_proven():
             try:
                 save_summary(self.store, self.run.events_path, self.reader.offset)
