@@ -130,6 +130,23 @@ class Marker:
         return found
 
 
+def marked_folders(env: str = RUN_MARKER_ENV) -> set[str]:
+    """The folders named by the marker `env` of every live process on this host (never this one), in
+    one scan: for a caller that asks about many runs at once (the runs list), where `processes()` of
+    each run's marker is one scan of every process's environment a run. `run_marker(d).value in
+    marked_folders()` says what `run_marker(d).processes()` being non-empty says."""
+    me = os.getpid()
+    found: set[str] = set()
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            value = proc.environ().get(env) if proc.pid != me and proc.status() != psutil.STATUS_ZOMBIE else None
+        except psutil.Error:  # gone, or not ours to read: not ours to count either
+            continue
+        if value:
+            found.add(value)
+    return found
+
+
 def run_marker(run_dir: str | Path) -> Marker:
     return Marker(RUN_MARKER_ENV, str(Path(run_dir).resolve()))
 
