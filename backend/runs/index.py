@@ -8,11 +8,15 @@ is skipped and reported by `index_problems`, never fatal; the scans are bounded.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from backend.paths import data_dir
+from backend.profile import write_bytes_atomic
 from backend.runs.layout import RunFolder, workspace_dir
 
 
@@ -20,15 +24,46 @@ def index_path() -> Path:
     return data_dir() / "runs.jsonl"
 
 
-def register(folder: Path) -> None:
+@contextlib.contextmanager
+def _locked() -> Iterator[Path]:
+    """The index file, held against a concurrent `forget` (appends are single writes anyway)."""
     path = index_path()
     path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield path
+
+
+def register(folder: Path) -> None:
     line = json.dumps({"path": str(Path(folder).resolve())}) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with _locked() as path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def forget(folder: Path) -> None:
+    """Take back `register` for a launch that failed: the lines naming `folder` go, all others stay
+    byte for byte (damaged ones too)."""
+    wanted = str(Path(folder).resolve())
+    with _locked() as path:
+        try:
+            lines = path.read_bytes().splitlines(keepends=True)
+        except FileNotFoundError:
+            return
+        kept = [line for line in lines if _named(line) != wanted]
+        if len(kept) != len(lines):
+            write_bytes_atomic(path, b"".join(kept), mode=0o644)
+
+
+def _named(line: bytes) -> str | None:
     try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+        recorded = json.loads(line)["path"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return recorded if isinstance(recorded, str) else None
 
 
 MAX_INDEX_BYTES = 64 * 2**20  # about 300,000 runs; beyond that the rest is not read (and said so)

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from backend.command import LaunchPlan, build_launch
-from backend.events import EventReader
+from backend.events import EventReader, Log, RunEnd
 from backend.hardware import HardwareInfo, detect_hardware
 from backend.paths import is_builtin, resolve_model
 from backend.profile import LaunchProfile, save_profile, write_text_atomic
@@ -37,7 +39,7 @@ from backend.runs.layout import (
     new_run_id,
     workspace_dir,
 )
-from backend.runs.outputs import claim_output_dir, output_dir_problem
+from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
 from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
 from backend.runs.verdict import judge_lost
 from backend.validate import Problem, errors, validate
@@ -84,6 +86,7 @@ def start_run(
     except FolderNotWritable as err:
         raise LaunchRefused([Problem("workspace", "error", str(err), "Free space or choose a writable "
                                      "--workspace (WORKBENCH_WORKSPACE).")]) from None
+    claimed: Path | None = None
     try:
         with run.control("start"):
             plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
@@ -96,17 +99,29 @@ def start_run(
             except FileExistsError as err:
                 raise LaunchRefused([Problem("output.output_dir", "error", str(err), "Choose another folder.")]) \
                     from None
+            claimed = plan.output_dir
             index.register(run.path)
             _start_supervisor(run, plan)
     except BaseException as err:
         if not _started(run):
-            shutil.rmtree(run.path, ignore_errors=True)  # nothing half-made is left behind
+            _release(run, claimed)
         if isinstance(err, OSError):
             raise LaunchRefused([Problem("workspace", "error", f"cannot write the run folder {run.path}: "
                                          f"{err.strerror or err}", "Free space or choose a writable workspace.")
                                  ]) from None
         raise
     return run
+
+
+def _release(run: RunFolder, claimed: Path | None) -> None:
+    """A launch that failed gives back all it took: the output folder's claim, the index line and the
+    run folder, so nothing half-made is left behind and the output folder is free again."""
+    if claimed is not None:
+        with contextlib.suppress(OSError):
+            release_output_dir(claimed, run.path)
+    with contextlib.suppress(OSError):
+        index.forget(run.path)
+    shutil.rmtree(run.path, ignore_errors=True)
 
 
 def _started(run: RunFolder) -> bool:
@@ -255,7 +270,7 @@ def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> N
         message = f"the run's supervisor is gone; {said}" if status != "unknown" else f"ended with status unknown: {said}"
         last = last_log_event(run)
         append_alert_once(run.path, "supervisor-gone", Alert(
-            kind, message, last.get("step") if last else None, {"status": status, "failure_reason": reason,
+            kind, message, last.step if last else None, {"status": status, "failure_reason": reason,
                                             "concluded_by": "workbench (the supervisor left no record)"},
             run_id=run.run_id))
     except OSError:
@@ -340,47 +355,35 @@ class RunSummary:
     eta_seconds: float | None
 
 
-def summarize(run: RunFolder) -> RunSummary:
-    state = refresh(run)
+def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:
+    """The run's list line. `state`: the run's state when the caller reconciled it already (the
+    runs list checks damaged folders against one process scan for all of them)."""
+    state = refresh(run) if state is None else state
     last = last_log_event(run)
-    step = _int(last.get("step")) if last else None
-    max_steps = _int(last.get("max_steps")) if last else None
-    loss = _float(last.get("loss")) if last else None
+    step = last.step if last else None
+    max_steps = last.max_steps if last else None
     end = state.ended_at or time.time()
     elapsed = end - state.started_at if state.started_at else None
     eta = None
-    speed = _float(last.get("steps_per_second")) if last else None
+    speed = last.steps_per_second if last else None
     if state.is_active and step and max_steps and speed:
         eta = (max_steps - step) / speed
-    return RunSummary(run, state, step, max_steps, loss, _float(last.get("loss_scale")) if last else None,
+    return RunSummary(run, state, step, max_steps, last.loss if last else None, last.loss_scale if last else None,
                       elapsed, eta)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> dict[str, Any] | None:
-    """The newest rank-0 `log` event (final step from `run_end`), read from the file's tail only.
-    Lines that are not events (damaged, wrong-typed) are skipped."""
-    path = run.events_path
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return None
-    reader = EventReader(path, offset=max(0, size - tail_bytes))
-    events = [e for e in reader.read_new() if e.get("rank", 0) == 0]
-    last_log = next((e for e in reversed(events) if e.get("type") == "log" and _int(e.get("step")) is not None), None)
-    end = next((e for e in reversed(events) if e.get("type") == "run_end" and _int(e.get("step")) is not None), None)
-    if last_log and end:  # the end event has the final step; the log has the last loss
-        return {**last_log, "step": end["step"]}
-    return last_log or end
+def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> Log | None:
+    """The newest rank-0 `log` event (with the final step of a `run_end` after it), read from the file's
+    tail only. Lines that are not events (damaged, of a newer format) are skipped."""
+    events = [e for e in EventReader.from_end(run.events_path, tail_bytes).read_new() if e.rank == 0]
+    last_log = next((e for e in reversed(events) if isinstance(e, Log) and e.step is not None), None)
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.step is not None), None)
+    if end is None:
+        return last_log
+    if last_log is None:  # the end alone: its step, its counts
+        return Log(step=end.step, max_steps=end.max_steps, loss_scale=end.loss_scale,
+                   overflow_count=end.overflow_count, skipped_steps=end.skipped_steps, time=end.time)
+    return msgspec.structs.replace(last_log, step=end.step)  # the end has the final step; the log the last loss
 
 
 # ---------------------------------------------------------------- stop / resume / delete
@@ -459,7 +462,7 @@ def _resume_locked(run: RunFolder) -> RunFolder:
     if state.status not in RESUMABLE_STATUSES:
         hint = "stop it first" if state.is_active else "only a stopped or failed run can be resumed"
         raise RunRefused(f"run {run.run_id} is {state.status}; {hint}")
-    if state.elsewhere():
+    if state.on_other_host():  # after a reboot of this host its processes are gone by definition: resumable
         raise RunRefused(f"run {run.run_id} was {state.elsewhere()}; resume it there")
     taken = _output_taken_by_other(run)
     if taken:
@@ -489,7 +492,11 @@ def _resume_locked(run: RunFolder) -> RunFolder:
         log.write(f"\n===== workbench: resuming from {checkpoints[-1]} (attempt {state.attempt + 1}) =====\n")
     env = {k: v for k, v in command.get("env", {}).items() if isinstance(v, str) and v != "***"}
     env[run_marker(run.path).env] = run_marker(run.path).value
-    pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
+    try:
+        pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
+    except BaseException:
+        run.write_state(state)  # not started: the run stays as it was, resumable again
+        raise
     _record_supervisor(run, pid, started)
     return run
 

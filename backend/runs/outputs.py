@@ -8,6 +8,7 @@ does not exist, and the folder must be empty or already this run's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -67,3 +68,12 @@ def claim_output_dir(output_dir: Path, run_dir: Path) -> None:
         raise FileExistsError(f"output_dir {output_dir} was just claimed by run {owner_of(output_dir)}") from None
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump({"run": owner, "run_id": Path(owner).name}, handle)
+
+
+def release_output_dir(output_dir: Path, run_dir: Path) -> None:
+    """Undo `claim_output_dir` for a launch that failed: the owner file goes if it names this run
+    (a folder another run claimed is never touched); the folder stays, empty, so it is free again."""
+    if owner_of(output_dir) != str(Path(run_dir).resolve()):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        (Path(output_dir) / OWNER_FILE).unlink()

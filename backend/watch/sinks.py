@@ -11,20 +11,24 @@ when the alert is sent, and `webhook_token_env` names the variable holding a bea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from backend.runs.process import JOB_MARKER_ENV, RUN_MARKER_ENV
 from backend.watch.alerts import Alert
 from backend.watch.config import NotifySection, effective_notify
 
@@ -103,18 +107,44 @@ class WebhookSink(Sink):
 
 
 class CommandSink(Sink):
+    """A shell command that reads the alert as JSON on stdin. It runs in a session of its own, so a
+    timeout kills everything it started (not only the shell), and without the run's marker, so the
+    supervisor never waits on it as on a process of the run. Only the last KB of its stderr are kept."""
+
     name = "command"
     max_attempts = 3
+    kept_bytes = 4096
 
     def __init__(self, command: str, timeout: float = 60.0):
         self.command, self.timeout = command, timeout
 
     def send(self, alert: Alert) -> None:
         payload = json.dumps({**alert.to_json(), "line": alert.line()}, default=str)
-        result = subprocess.run(self.command, shell=True, input=payload, capture_output=True, text=True,
-                                timeout=self.timeout, start_new_session=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"exit code {result.returncode}: {result.stderr.strip()[-300:]}")
+        env = {k: v for k, v in os.environ.items() if k not in (RUN_MARKER_ENV, JOB_MARKER_ENV)}
+        with tempfile.TemporaryFile() as errors:
+            process = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                       stderr=errors, env=env, start_new_session=True)
+            try:
+                process.communicate(payload.encode("utf-8"), timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                raise PermanentFailure(f"timed out after {self.timeout:g} s; everything it started was killed") \
+                    from None
+            if process.returncode != 0:
+                raise RuntimeError(f"exit code {process.returncode}: {_tail(errors, self.kept_bytes)}")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the command's whole session (its pgid is its pid: start_new_session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _tail(handle: IO[bytes], limit: int) -> str:
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - limit))
+    return handle.read().decode("utf-8", errors="replace").strip()[-300:]
 
 
 class DesktopSink(Sink):
@@ -177,9 +207,15 @@ class DeliveryLog:
 
 
 class _SinkWorker:
+    """One sink's thread. Every alert it takes gets exactly one record (delivered or gave_up), also the
+    one in flight when the dispatcher closes: `abandon` records it and the worker's late word is dropped."""
+
     def __init__(self, sink: Sink, log: DeliveryLog, sleep: Callable[[float], None]):
         self.sink, self.log, self.sleep = sink, log, sleep
         self.queue: queue.Queue[Alert | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._in_flight: Alert | None = None
+        self._abandoned = False
         self.thread = threading.Thread(target=self._loop, name=f"workbench-sink-{sink.name}", daemon=True)
         self.thread.start()
 
@@ -188,10 +224,21 @@ class _SinkWorker:
             alert = self.queue.get()
             if alert is None:
                 return
+            with self._lock:
+                self._in_flight = alert
             try:
                 self.deliver(alert)
             except Exception as err:  # a sink's bug must not end the worker
-                self.log.record(alert, self.sink.name, "gave_up", 0, f"internal error: {err}")
+                self._record(alert, "gave_up", 0, f"internal error: {err}")
+            with self._lock:
+                self._in_flight = None
+
+    def _record(self, alert: Alert, status: str, attempts: int, error: str | None) -> None:
+        with self._lock:
+            if self._abandoned:
+                return  # already recorded by `abandon`
+            self.log.record(alert, self.sink.name, status, attempts, error)
+            self._in_flight = None
 
     def deliver(self, alert: Alert) -> None:
         if (alert.id, self.sink.name) in self.log.delivered():
@@ -200,16 +247,33 @@ class _SinkWorker:
         for attempt in range(1, self.sink.max_attempts + 1):
             try:
                 self.sink.send(alert)
-                self.log.record(alert, self.sink.name, "delivered", attempt, None)
+                self._record(alert, "delivered", attempt, None)
                 return
             except PermanentFailure as err:
-                self.log.record(alert, self.sink.name, "gave_up", attempt, str(err))
+                self._record(alert, "gave_up", attempt, str(err))
                 return
             except Exception as err:
                 error = str(err) or type(err).__name__
             if attempt < self.sink.max_attempts:
                 self.sleep(self.sink.backoff_seconds * 2 ** (attempt - 1))
-        self.log.record(alert, self.sink.name, "gave_up", self.sink.max_attempts, error)
+        self._record(alert, "gave_up", self.sink.max_attempts, error)
+
+    def abandon(self, waited: float) -> None:
+        """The supervisor ends: the alert being sent and those still queued are recorded as given up."""
+        with self._lock:
+            self._abandoned = True
+            if self._in_flight is not None:
+                self.log.record(self._in_flight, self.sink.name, "gave_up", 0,
+                                f"the supervisor ended while it was being sent (waited {waited:g} s); "
+                                "it may not have arrived")
+            while True:
+                try:
+                    alert = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if alert is not None:
+                    self.log.record(alert, self.sink.name, "gave_up", 0,
+                                    f"the supervisor ended before delivery (waited {waited:g} s)")
 
 
 class Dispatcher:
@@ -233,22 +297,15 @@ class Dispatcher:
             worker.queue.put(alert)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Let the sinks finish, for at most `timeout` seconds in all; what is still queued then is
-        recorded as given up (it stays in alerts.jsonl, and `workbench inbox` shows it)."""
+        """Let the sinks finish, for at most `timeout` seconds in all; what is still being sent or
+        queued then is recorded as given up (it stays in alerts.jsonl, and `workbench inbox` shows it)."""
         deadline = time.monotonic() + timeout
         for worker in self.workers:
             worker.queue.put(None)
         for worker in self.workers:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
         for worker in self.workers:
-            while True:
-                try:
-                    alert = worker.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if alert is not None:
-                    self.log.record(alert, worker.sink.name, "gave_up", 0,
-                                    f"the supervisor ended before delivery (waited {timeout:g} s)")
+            worker.abandon(timeout)
 
 
 def describe_deliveries(run_dir: Path) -> list[dict[str, Any]]:
