@@ -63,6 +63,17 @@ def _title(alert: Alert) -> str:
     return f"workbench: {alert.run_id} {alert.kind}"
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A webhook's 3xx is an answer, not a hop: urllib would resend as a GET (body lost) with the
+    Authorization header to whatever host the Location names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_WEBHOOK_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class WebhookSink(Sink):
     name = "webhook"
 
@@ -96,9 +107,14 @@ class WebhookSink(Sink):
 
     def send(self, alert: Alert) -> None:
         try:
-            with urllib.request.urlopen(self.request(alert), timeout=self.timeout) as response:
+            with _WEBHOOK_OPENER.open(self.request(alert), timeout=self.timeout) as response:
                 response.read(1024)
         except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400:  # the POST did not arrive; following it would hand the token to another host
+                where = err.headers.get("Location", "") if err.headers else ""
+                raise PermanentFailure(f"HTTP {err.code} {err.reason}: the webhook redirects"
+                                       + (f" to {where}" if where else "") + "; redirects are not followed "
+                                       "(give the final URL)") from None
             if 400 <= err.code < 500 and err.code not in (408, 429):
                 raise PermanentFailure(f"HTTP {err.code} {err.reason}") from None
             raise RuntimeError(f"HTTP {err.code} {err.reason}") from None
