@@ -1,11 +1,12 @@
-"""What this machine has: NVIDIA GPUs through NVML, CPU cores and RAM through psutil.
+"""What this machine has: NVIDIA GPUs through nvitop (NVML), CPU cores and RAM through psutil.
 
 No torch import: NVML answers in milliseconds and works in the TUI process (sampling it
-periodically is the caller's job, in a worker thread). Every NVML query is N/A tolerant,
-as nvitop does it: a query the driver does not support, or may not answer (no
-permission, a lost GPU, an old binding without the function), leaves that one field None
-and names it in `GpuInfo.unavailable` instead of failing the whole inventory. With no
-NVIDIA driver or no NVML at all, `nvml_error` says so once and everything else goes on.
+periodically is the caller's job, in a worker thread). `NvidiaGpus` is the one adapter over
+nvitop's `Device` API, used by the inventory here, the system monitor and the watchdog's
+probes. Every query is N/A tolerant: a field the driver does not support, or may not answer
+(no permission, MIG, a lost GPU), is None and named in `GpuInfo.unavailable` instead of
+failing the whole inventory. With no NVIDIA driver or no NVML at all, `nvml_error` says so
+once and everything else goes on.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal, TypeVar
@@ -48,6 +48,7 @@ class GpuInfo:
     # NVML's own `free` (total - used - reserved by the driver); None when not asked or N/A
     reported_free_bytes: int | None = None
     unavailable: tuple[str, ...] = ()  # fields NVML answered N/A for
+    mig_slices: int = 0  # MIG instances of this GPU (0: MIG off); its utilisation is then N/A
 
     @property
     def memory_free_bytes(self) -> int | None:
@@ -72,7 +73,8 @@ class GpuInfo:
         cc = "sm N/A" if self.compute_capability is None else "sm {}.{}".format(*self.compute_capability)
         bf16 = {True: "bf16", False: "no bf16", None: "bf16 N/A"}[self.supports_bf16]
         return (f"{self.index}: {self.name}  {gib(self.memory_used_bytes)}/{gib(self.memory_total_bytes)} GiB used, "
-                f"{gib(self.memory_free_bytes)} free  util {util}  {cc} {bf16}  {len(self.processes)} procs")
+                f"{gib(self.memory_free_bytes)} free  util {util}  {cc} {bf16}  {len(self.processes)} procs"
+                + (f"  MIG {self.mig_slices} slices" if self.mig_slices else ""))
 
 
 @dataclass(frozen=True)
@@ -142,30 +144,125 @@ def visible_devices_env(gpu_ids: list[int]) -> dict[str, str]:
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids)}
 
 
-# ---------------------------------------------------------------- NVML
+# ---------------------------------------------------------------- NVML, through nvitop
 
 
-class _Queries:
-    """Runs NVML queries for one device, remembering which ones answered N/A."""
+class NvidiaGpus:
+    """This machine's NVIDIA GPUs through nvitop's `Device` API (N/A- and MIG-aware), opened on the
+    first read. When NVML cannot start, `error` says why once and NVML is never asked again.
 
-    def __init__(self, nvml: ModuleType):
-        self.na_errors: tuple[type[BaseException], ...] = (
-            getattr(nvml, "NVMLError", RuntimeError),
-            AttributeError,  # the binding lacks the function (old nvidia-ml-py)
-            NotImplementedError,
-        )
+    nvitop is imported here, not at the top: the TUI's start-up path does not pay for it."""
+
+    def __init__(self) -> None:
+        self._devices: list[Any] | None = None
+        self.error: str | None = None
+
+    def _open(self) -> list[Any]:
+        if self._devices is not None or self.error is not None:
+            return self._devices or []
+        if os.environ.get("WORKBENCH_FAKE_NO_GPU"):
+            self.error = "disabled by WORKBENCH_FAKE_NO_GPU"
+            return []
+        try:
+            nvitop = _nvitop()
+            count = nvitop.Device.count()  # NVML starts here: no library, no driver, no permission
+        except Exception as err:
+            self.error = f"NVML unavailable: {err}"
+            return []
+        self._devices = [_device(nvitop, index) for index in range(count)]
+        return self._devices
+
+    def read(self, processes: bool = True) -> tuple[GpuInfo, ...]:
+        """Every GPU now (a few NVML calls each); `processes=False` skips the process lists."""
+        return tuple(gpu_info(device, index, processes) for index, device in enumerate(self._open()))
+
+    def versions(self) -> tuple[tuple[int, int] | None, str | None]:
+        """(the CUDA version the driver supports, the driver's version); None where N/A."""
+        self._open()
+        if self.error:
+            return None, None
+        device = _nvitop().Device
+        cuda = _known(device.cuda_driver_version())
+        major, _, minor = (cuda or "").partition(".")
+        parsed = (int(major), int(minor.partition(".")[0] or 0)) if major.isdigit() else None
+        return parsed, _known(device.driver_version())
+
+
+_QUIET = logging.NullHandler()
+
+
+def _nvitop() -> ModuleType:
+    import nvitop
+
+    # nvitop logs a coloured "FATAL ERROR" banner (to stderr, over the TUI) when NVML is missing;
+    # the app says it in one line instead
+    logging.getLogger("nvitop").addHandler(_QUIET)
+    logging.getLogger("nvitop").propagate = False
+    return nvitop
+
+
+def _device(nvitop: ModuleType, index: int) -> Any | None:
+    try:
+        return nvitop.Device(index)
+    except Exception:  # NotFound / InvalidArgument: the GPU went away between count and handle
+        return None
+
+
+def _known(value: T) -> T | None:
+    """nvitop's N/A (a str subclass) as None; any other value as it is."""
+    from nvitop import NaType
+
+    return None if isinstance(value, NaType) else value
+
+
+class _Fields:
+    """Reads one device's values, naming each field that came back N/A."""
+
+    def __init__(self) -> None:
         self.unavailable: list[str] = []
 
-    def ask(self, field_name: str, call: Callable[[], T]) -> T | None:
-        try:
-            return call()
-        except self.na_errors:
-            self.unavailable.append(field_name)
-            return None
+    def get(self, name: str, value: T) -> T | None:
+        known = _known(value)
+        if known is None:
+            self.unavailable.append(name)
+        return known
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def gpu_info(device: Any | None, index: int, processes: bool = True) -> GpuInfo:
+    """One nvitop device as the app's `GpuInfo`; every field NVML cannot answer stays None."""
+    if device is None or device.handle is None:  # nvitop keeps a lost GPU with no handle
+        return GpuInfo(index=index, name=f"GPU {index} (not answering)", unavailable=("handle",))
+    fields = _Fields()
+    memory = device.memory_info()
+    util = device.utilization_rates()
+    capability = fields.get("compute_capability", device.cuda_compute_capability())
+    mig = device.is_mig_mode_enabled()
+    return GpuInfo(
+        index=index,
+        name=fields.get("name", device.name()) or f"GPU {index}",
+        memory_total_bytes=fields.get("memory", memory.total),
+        memory_used_bytes=_known(memory.used),
+        reported_free_bytes=_known(memory.free),
+        utilization_percent=fields.get("utilization", util.gpu),
+        memory_utilization_percent=_known(util.memory),
+        compute_capability=(int(capability[0]), int(capability[1])) if capability else None,
+        uuid=fields.get("uuid", device.uuid()),
+        pci_bus_id=fields.get("pci_bus_id", device.bus_id()),
+        processes=_processes(device.mig_devices() if mig else [device]) if processes else (),
+        mig_slices=len(device.mig_devices()) if mig else 0,
+        unavailable=tuple(fields.unavailable),
+    )
+
+
+def _processes(leaves: list[Any]) -> tuple[GpuProcess, ...]:
+    """The processes on a GPU, or on each MIG slice of it (where NVML tells per-process memory)."""
+    found: dict[int, GpuProcess] = {}
+    for leaf in leaves:
+        for pid, proc in leaf.processes().items():
+            if pid not in found:
+                kind: Literal["compute", "graphics"] = "graphics" if _known(proc.type) == "G" else "compute"
+                found[pid] = GpuProcess(pid, _known(proc.gpu_memory()), _process_name(pid), kind)
+    return tuple(found.values())
 
 
 def _process_name(pid: int) -> str | None:
@@ -175,80 +272,14 @@ def _process_name(pid: int) -> str | None:
         return None
 
 
-def _processes(nvml: ModuleType, handle: Any, ask: Callable[..., Any]) -> tuple[GpuProcess, ...]:
-    found: dict[int, GpuProcess] = {}
-    for kind, function in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
-                           ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
-        for proc in ask(f"{kind}_processes", lambda f=function: getattr(nvml, f)(handle)) or []:
-            if proc.pid not in found:
-                # pynvml turns NVML_VALUE_NOT_AVAILABLE into None itself
-                used = getattr(proc, "usedGpuMemory", None)
-                found[proc.pid] = GpuProcess(proc.pid, used, _process_name(proc.pid), kind)  # type: ignore[arg-type]
-    return tuple(found.values())
-
-
-def gpu_info(nvml: ModuleType, index: int) -> GpuInfo:
-    """One device's inventory; every field that NVML cannot answer stays None."""
-    queries = _Queries(nvml)
-    ask = queries.ask
-    handle = ask("handle", lambda: nvml.nvmlDeviceGetHandleByIndex(index))
-    if handle is None:
-        return GpuInfo(index=index, name=f"GPU {index} (not answering)", unavailable=tuple(queries.unavailable))
-    name = ask("name", lambda: nvml.nvmlDeviceGetName(handle))
-    memory = ask("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
-    util = ask("utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
-    capability = ask("compute_capability", lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
-    uuid = ask("uuid", lambda: nvml.nvmlDeviceGetUUID(handle))
-    pci = ask("pci_bus_id", lambda: nvml.nvmlDeviceGetPciInfo(handle))
-    processes = _processes(nvml, handle, ask)
-    return GpuInfo(
-        index=index,
-        name=_text(name) if name is not None else f"GPU {index}",
-        memory_total_bytes=getattr(memory, "total", None),
-        memory_used_bytes=getattr(memory, "used", None),
-        reported_free_bytes=getattr(memory, "free", None),
-        utilization_percent=getattr(util, "gpu", None),
-        memory_utilization_percent=getattr(util, "memory", None),
-        compute_capability=(int(capability[0]), int(capability[1])) if capability else None,
-        uuid=_text(uuid) if uuid is not None else None,
-        pci_bus_id=_text(pci.busId) if pci is not None and hasattr(pci, "busId") else None,
-        processes=processes,
-        unavailable=tuple(queries.unavailable),
-    )
-
-
-def inventory(nvml: ModuleType) -> HardwareInfo:
-    """Everything NVML tells about this machine; `nvml` is the (initialised) pynvml module."""
-    queries = _Queries(nvml)
-    count = queries.ask("device_count", nvml.nvmlDeviceGetCount)
-    if count is None:
-        return HardwareInfo(nvml_error="NVML could not count the GPUs")
-    cuda = queries.ask("cuda_driver_version", nvml.nvmlSystemGetCudaDriverVersion)
-    driver = queries.ask("driver_version", nvml.nvmlSystemGetDriverVersion)
-    return HardwareInfo(
-        gpus=tuple(gpu_info(nvml, i) for i in range(count)),
-        cuda_driver_version=(cuda // 1000, (cuda % 1000) // 10) if cuda else None,
-        driver_version=_text(driver) if driver is not None else None,
-    )
-
-
 def query_hardware() -> HardwareInfo:
     """Ask NVML now (tens of milliseconds); use `detect_hardware` for the cached answer."""
-    if os.environ.get("WORKBENCH_FAKE_NO_GPU"):
-        return HardwareInfo(nvml_error="disabled by WORKBENCH_FAKE_NO_GPU")
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception as err:  # no driver, no library, no permission
-        return HardwareInfo(nvml_error=f"NVML unavailable: {err}")
-    try:
-        return inventory(pynvml)
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # shutting down a half-working NVML must not hide its answer
-            pass
+    gpus = NvidiaGpus()
+    found = gpus.read()
+    if gpus.error:
+        return HardwareInfo(nvml_error=gpus.error)
+    cuda, driver = gpus.versions()
+    return HardwareInfo(gpus=found, cuda_driver_version=cuda, driver_version=driver)
 
 
 @functools.cache

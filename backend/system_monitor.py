@@ -1,24 +1,24 @@
-"""Memory and utilisation while a run trains: per GPU through NVML, host RAM, the run's processes.
+"""Memory and utilisation while a run trains: per GPU (the hardware module's nvitop adapter), host
+RAM, the run's processes.
 
 Meant for a background thread: `SystemMonitor.run(on_sample, stop)` samples every
 `interval` seconds until the `threading.Event` is set and reports through plain callbacks
-(the TUI turns them into messages). Every NVML query is N/A tolerant: a field the driver
-does not support stays None. When NVML cannot start (no NVIDIA driver, no GPU) the sample
-says why once, in `gpu_error`, and the monitor never asks NVML again.
+(the TUI turns them into messages). A field the driver does not support stays None. When
+NVML cannot start (no NVIDIA driver, no GPU) every sample says why, in `gpu_error`, and the
+monitor never asks NVML again.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from backend.hardware import GpuInfo, NvidiaGpus
 from backend.runs.process import run_processes
 
 
@@ -45,25 +45,17 @@ class SystemSample:
     run_pids: tuple[int, ...] = ()
 
 
-def _na(call: Callable[[], Any]) -> Any:
-    """One NVML query; None when the driver says not supported, no permission, etc."""
-    try:
-        return call()
-    except Exception:  # pynvml raises one NVMLError subclass per error code
-        return None
+def _run_memory(gpu: GpuInfo, run_pids: set[int]) -> tuple[int | None, int]:
+    """(GPU memory of the run's processes on one GPU, how many there are); the memory is None when
+    NVML cannot tell it for one of them (N/A in some containers and on a MIG GPU without slices)."""
+    used = [p.used_memory_bytes for p in gpu.processes if p.pid in run_pids]
+    return (None if None in used else sum(u for u in used if u is not None)), len(used)
 
 
-def _run_memory(procs: list[Any] | None, ours: list[Any]) -> int | None:
-    """GPU memory of the run's processes on one GPU; None when NVML cannot tell.
-
-    usedGpuMemory is None under MIG and in some containers, where NVML also reports pids
-    of another namespace: then no process of the run is recognised."""
-    if procs is None:
-        return None
-    used = [getattr(p, "usedGpuMemory", None) for p in ours]
-    if any(u is None for u in used):
-        return None
-    return sum(used)
+def gpu_sample(gpu: GpuInfo, run_pids: set[int]) -> GpuSample:
+    run_memory, count = _run_memory(gpu, run_pids)
+    return GpuSample(gpu.index, gpu.name, gpu.memory_used_bytes, gpu.memory_total_bytes, gpu.utilization_percent,
+                     run_memory if run_pids else None, count)
 
 
 class SystemMonitor:
@@ -78,58 +70,17 @@ class SystemMonitor:
         self.run_dir = Path(run_dir) if run_dir else None
         self.pids = pids  # known pids of the run (supervisor, launcher), read fresh each sample
         self.interval = interval
-        self._nvml: Any = None
-        self._nvml_error: str | None = None
+        self._gpus = NvidiaGpus()
 
-    # ------------------------------------------------------------ NVML
+    # ------------------------------------------------------------ GPUs
 
-    def _start_nvml(self) -> Any:
-        if self._nvml is not None or self._nvml_error is not None:
-            return self._nvml
-        if os.environ.get("WORKBENCH_FAKE_NO_GPU"):
-            self._nvml_error = "no NVIDIA GPU (disabled by WORKBENCH_FAKE_NO_GPU)"
-            return None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-        except Exception as err:  # no library, no driver, no device, no permission
-            self._nvml_error = f"no NVIDIA GPU / NVML unavailable ({err})"
-            return None
-        self._nvml = pynvml
-        return pynvml
+    @property
+    def gpu_error(self) -> str | None:
+        """Why there is no GPU information (None while NVML answers or has not been asked)."""
+        return f"no NVIDIA GPU ({self._gpus.error})" if self._gpus.error else None
 
     def close(self) -> None:
-        if self._nvml is not None:
-            _na(self._nvml.nvmlShutdown)
-            self._nvml = None
-
-    def _gpus(self, run_pids: set[int]) -> tuple[GpuSample, ...]:
-        nvml = self._start_nvml()
-        if nvml is None:
-            return ()
-        count = _na(nvml.nvmlDeviceGetCount) or 0
-        return tuple(self._gpu(nvml, index, run_pids) for index in range(count))
-
-    @staticmethod
-    def _gpu(nvml: Any, index: int, run_pids: set[int]) -> GpuSample:
-        handle = _na(lambda: nvml.nvmlDeviceGetHandleByIndex(index))
-        if handle is None:
-            return GpuSample(index, f"GPU {index}")
-        name = _na(lambda: nvml.nvmlDeviceGetName(handle)) or f"GPU {index}"
-        memory = _na(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
-        util = _na(lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
-        procs = _na(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle))
-        ours = [p for p in procs or [] if p.pid in run_pids]
-        return GpuSample(
-            index=index,
-            name=name.decode() if isinstance(name, bytes) else str(name),
-            memory_used=getattr(memory, "used", None),
-            memory_total=getattr(memory, "total", None),
-            utilization=getattr(util, "gpu", None),
-            run_memory=_run_memory(procs, ours) if run_pids else None,
-            run_process_count=len(ours),
-        )
+        """Nothing to release: nvitop keeps NVML open for the process and shuts it down at exit."""
 
     # ------------------------------------------------------------ processes
 
@@ -163,8 +114,8 @@ class SystemMonitor:
             host_total=memory.total,
             host_used=memory.total - memory.available,
             host_available=memory.available,
-            gpus=self._gpus(pids),
-            gpu_error=self._nvml_error,
+            gpus=tuple(gpu_sample(gpu, pids) for gpu in self._gpus.read()),
+            gpu_error=self.gpu_error,
             run_rss=rss,
             run_pids=tuple(sorted(pids)),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 from backend.hardware import query_hardware
 from backend.runs.process import RUN_MARKER_ENV
 from backend.system_monitor import SystemMonitor, SystemSample
+from backend.watch.probes import GpuReader
+from tests.nvitop_fake import READINGS, fake_nvitop
 
 # a parent that starts a child and both hold some memory, like a launcher and its worker
 CHILD = "import time; b = b'x' * (40 << 20); print('ready', flush=True); time.sleep(60)"
@@ -109,3 +112,60 @@ def test_run_loop_reports_until_stopped_and_survives_a_failed_callback() -> None
     assert not thread.is_alive()
     assert len(samples) >= 3 and [str(e) for e in errors] == ["a consumer failed once"]
     assert samples[-1].time >= samples[0].time
+
+
+# ------------------------------------------------------------ recorded nvitop readings (any machine)
+
+GIB = 2**30
+
+
+@pytest.fixture
+def no_fake_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
+
+
+def test_the_runs_gpu_memory_comes_from_nvitops_process_list(
+        fake_run: tuple[Path, subprocess.Popen[str]], no_fake_switch: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, parent = fake_run
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(self_pid=parent.pid))
+    a100, t4, lost = SystemMonitor(run_dir).sample().gpus
+    assert (a100.name, a100.memory_used, a100.memory_total, a100.utilization) == (
+        "NVIDIA A100-SXM4-80GB", 12465471488, 85899345920, 37)
+    assert (a100.run_memory, a100.run_process_count) == (11811160064, 1)  # not the other process's N/A
+    assert (t4.utilization, t4.run_memory, t4.run_process_count) == (None, 0, 0)
+    assert (lost.name, lost.memory_total, lost.run_memory) == ("GPU 2 (not answering)", None, 0)
+
+
+def test_a_run_process_whose_memory_is_na_makes_the_runs_gpu_memory_unknown(
+        fake_run: tuple[Path, subprocess.Popen[str]], no_fake_switch: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, parent = fake_run
+    machine = copy.deepcopy(READINGS)
+    machine["devices"][0]["processes"][0]["gpu_memory"] = "N/A"  # as in some containers
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(machine, self_pid=parent.pid))
+    a100 = SystemMonitor(run_dir).sample().gpus[0]
+    assert (a100.run_memory, a100.run_process_count) == (None, 1)
+
+
+def test_on_a_mig_gpu_the_runs_memory_is_read_from_its_slice(
+        fake_run: tuple[Path, subprocess.Popen[str]], no_fake_switch: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, parent = fake_run
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(READINGS["mig_machine"], self_pid=parent.pid))
+    (h100,) = SystemMonitor(run_dir).sample().gpus
+    assert (h100.run_memory, h100.run_process_count, h100.utilization) == (10 * GIB, 1, None)
+
+
+def test_the_watchdogs_gpu_reader_uses_the_same_adapter(no_fake_switch: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop())
+    assert GpuReader().read() == [(0, 12465471488, 85899345920), (1, 268435456, 16106127360), (2, None, None)]
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(init_error=OSError("NVML Shared Library Not Found")))
+    assert GpuReader().read() == []
+
+
+def test_no_nvml_is_one_line_of_ours_and_nothing_on_stderr() -> None:
+    """nvitop logs a coloured banner when NVML is missing; over a TUI that would be garbage on the screen."""
+    code = "from backend.hardware import query_hardware; print(query_hardware().describe())"
+    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_FAKE_NO_GPU"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("no NVIDIA GPU (NVML unavailable: ") or "GPU(s) [" in done.stdout

@@ -13,6 +13,10 @@ from typing import Any
 
 import psutil
 
+from backend.events import RunBegin
+
+from backend.hardware import NvidiaGpus
+
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq in fp32 per trainable parameter
 
@@ -38,7 +42,7 @@ def folder_size(path: Path) -> int:
     return total
 
 
-def checkpoint_forecast(checkpoints: list[Path], run_begin: dict[str, Any] | None) -> tuple[int | None, str]:
+def checkpoint_forecast(checkpoints: list[Path], run_begin: RunBegin | None) -> tuple[int | None, str]:
     """(bytes the next checkpoint will take, what the figure is based on).
 
     The last complete checkpoint, when there is one, is the best forecast of the next. Before
@@ -46,12 +50,12 @@ def checkpoint_forecast(checkpoints: list[Path], run_begin: dict[str, Any] | Non
     complete = [c for c in checkpoints if (c / "trainer_state.json").is_file()]
     if complete:
         return folder_size(complete[-1]), f"size of {complete[-1].name}"
-    if not run_begin or not run_begin.get("trainable_params"):
+    if not run_begin or not run_begin.trainable_params:
         return None, "nothing known yet"
-    trainable, total = int(run_begin["trainable_params"]), int(run_begin.get("total_params") or 0)
-    world = int(run_begin.get("world_size") or 1)
+    trainable, total = run_begin.trainable_params, run_begin.total_params or 0
+    world = run_begin.world_size or 1
     adapter = trainable < total / 2
-    weights = trainable * 4 if adapter else total * DTYPE_BYTES.get(str(run_begin.get("param_dtype")), 4)
+    weights = trainable * 4 if adapter else total * DTYPE_BYTES.get(str(run_begin.param_dtype), 4)
     # the optimizer state is saved once in all (sharded or not) and rng states per rank
     size = weights + trainable * ADAM_STATE_BYTES + world * 16_384 + 1_000_000
     return size, ("adapter" if adapter else "full weights") + " + AdamW states, from the parameter counts"
@@ -63,20 +67,16 @@ def host_memory() -> tuple[int, int]:
 
 
 class GpuReader:
-    """Used/total memory per GPU through NVML (via the one SystemMonitor); empty without GPUs."""
+    """Used/total memory per GPU through the hardware module's one nvitop adapter; empty without GPUs."""
 
     def __init__(self) -> None:
-        from backend.system_monitor import SystemMonitor
-
-        self._monitor = SystemMonitor(run_dir=None)
+        self._gpus = NvidiaGpus()
 
     def read(self) -> list[tuple[int, int | None, int | None]]:
-        if self._monitor._start_nvml() is None:
-            return []
-        return [(g.index, g.memory_used, g.memory_total) for g in self._monitor._gpus(set())]
+        return [(g.index, g.memory_used_bytes, g.memory_total_bytes) for g in self._gpus.read(processes=False)]
 
     def close(self) -> None:
-        self._monitor.close()
+        """Nothing to release (nvitop shuts NVML down at exit); kept for the watchdog's readers."""
 
 
 def process_table(processes: list[psutil.Process]) -> list[dict[str, Any]]:

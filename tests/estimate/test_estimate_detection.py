@@ -1,5 +1,5 @@
-"""`workbench estimate` without --gpu-memory / --host-memory: the sizes come from NVML and psutil. Both are
-faked here with recorded answers (tests/nodes/fixtures/nvml_answers.json: an A100 80 GiB, a T4 15 GiB and a
+"""`workbench estimate` without --gpu-memory / --host-memory: the sizes come from NVML (nvitop) and psutil. Both are
+faked here with recorded answers (tests/nodes/fixtures/nvitop_readings.json: an A100 80 GiB, a T4 15 GiB and a
 lost GPU), so the GPU path runs on a machine without one; the expected numbers are written by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 
 from backend.cli.estimate import register
 from backend.hardware import detect_hardware
-from tests.nodes.test_hardware_nvml import fake_nvml
+from tests.nvitop_fake import fake_nvitop
 
 GIB = 2**30
 
@@ -56,7 +55,7 @@ def host_with_512_gib(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_gpu_memory_is_the_smallest_detected_gpu_and_host_memory_is_psutils(
         estimate_json, host_with_512_gib: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop())
     request = estimate_json()["request"]
     assert request["gpu_memory_bytes"] == 15 * GIB  # the T4, not the A100 (80 GiB); the lost GPU has none
     assert request["host_memory_bytes"] == 512 * GIB
@@ -65,13 +64,7 @@ def test_gpu_memory_is_the_smallest_detected_gpu_and_host_memory_is_psutils(
 def test_without_nvml_there_is_no_gpu_size_and_host_memory_still_comes(
         estimate_json, host_with_512_gib: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
-    broken = types.ModuleType("pynvml")
-
-    def no_driver() -> None:
-        raise OSError("NVML Shared Library Not Found")
-
-    broken.nvmlInit = no_driver  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pynvml", broken)
+    monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(init_error=OSError("NVML Shared Library Not Found")))
     request = estimate_json()["request"]
     assert request["gpu_memory_bytes"] is None
     assert request["host_memory_bytes"] == 512 * GIB

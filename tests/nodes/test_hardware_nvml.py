@@ -1,82 +1,35 @@
-"""GPU inventory: NVML answers parsed N/A-tolerantly, GPU selection, and the real no-GPU path."""
+"""GPU inventory: nvitop readings parsed N/A- and MIG-aware, GPU selection, and the real no-GPU path."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import types
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pynvml
 import pytest
 
-from backend.hardware import GpuInfo, HardwareInfo, inventory, pick_gpus, query_hardware, visible_devices_env
+from backend.hardware import GpuInfo, HardwareInfo, pick_gpus, query_hardware, visible_devices_env
+from tests.nvitop_fake import READINGS, fake_nvitop
 
-ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "nvml_answers.json").read_text())
 GIB = 2**30
 
 
-def _error(name: str) -> pynvml.NVMLError:
-    return getattr(pynvml, f"NVMLError_{name}")(getattr(pynvml, "NVML_ERROR_" + _snake(name).upper()))
+@pytest.fixture
+def nvitop_answers(monkeypatch: pytest.MonkeyPatch):
+    """query_hardware() over a fake nvitop answering from the recorded readings."""
+    monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
+
+    def ask(machine: dict[str, Any] = READINGS, init_error: Exception | None = None) -> HardwareInfo:
+        monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop(machine, init_error))
+        return query_hardware()
+
+    return ask
 
 
-def _snake(name: str) -> str:
-    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name))
-
-
-def _answer(device: dict[str, Any], key: str) -> Any:
-    value = device[key]
-    if isinstance(value, dict) and "error" in value:
-        raise _error(value["error"])
-    return value
-
-
-def _process(entry: dict[str, Any]) -> types.SimpleNamespace:
-    pid = os.getpid() if entry["pid"] == "SELF" else entry["pid"]
-    return types.SimpleNamespace(pid=pid, usedGpuMemory=entry["usedGpuMemory"])
-
-
-def fake_nvml(answers: dict[str, Any] = ANSWERS, calls: list[str] | None = None) -> types.ModuleType:
-    """A module with pynvml's functions, answering from the recorded values (errors are pynvml's own)."""
-    devices = answers["devices"]
-    log = calls if calls is not None else []
-    nvml = types.ModuleType("pynvml")
-    nvml.NVMLError = pynvml.NVMLError  # type: ignore[attr-defined]
-
-    def handle(index: int) -> dict[str, Any]:
-        if "handle" in devices[index]:
-            _answer(devices[index], "handle")
-        return devices[index]
-
-    def name(dev: dict[str, Any]) -> str | bytes:
-        return dev["name"] if "name" in dev else dev["name_bytes"].encode()  # older bindings return bytes
-
-    functions = {
-        "nvmlInit": lambda: log.append("init"),
-        "nvmlShutdown": lambda: log.append("shutdown"),
-        "nvmlDeviceGetCount": lambda: len(devices),
-        "nvmlSystemGetCudaDriverVersion": lambda: answers["cuda_driver_version"],
-        "nvmlSystemGetDriverVersion": lambda: answers["driver_version"],
-        "nvmlDeviceGetHandleByIndex": handle,
-        "nvmlDeviceGetName": name,
-        "nvmlDeviceGetMemoryInfo": lambda d: types.SimpleNamespace(**_answer(d, "memory")),
-        "nvmlDeviceGetUtilizationRates": lambda d: types.SimpleNamespace(**_answer(d, "utilization")),
-        "nvmlDeviceGetCudaComputeCapability": lambda d: tuple(_answer(d, "compute_capability")),
-        "nvmlDeviceGetUUID": lambda d: _answer(d, "uuid"),
-        "nvmlDeviceGetPciInfo": lambda d: types.SimpleNamespace(busId=_answer(d, "pci_bus_id").encode()),
-        "nvmlDeviceGetComputeRunningProcesses": lambda d: [_process(p) for p in _answer(d, "compute_processes")],
-        "nvmlDeviceGetGraphicsRunningProcesses": lambda d: [_process(p) for p in _answer(d, "graphics_processes")],
-    }
-    for key, function in functions.items():
-        setattr(nvml, key, function)
-    return nvml
-
-
-def test_recorded_answers_are_parsed_field_by_field() -> None:
-    hw = inventory(fake_nvml())
+def test_recorded_answers_are_parsed_field_by_field(nvitop_answers) -> None:
+    hw = nvitop_answers()
     a100, t4, lost = hw.gpus
     assert (hw.cuda_driver_version, hw.driver_version, hw.nvml_error) == ((12, 4), "550.54.15", None)
     assert a100.name == "NVIDIA A100-SXM4-80GB" and a100.memory_total_bytes == 85899345920
@@ -86,14 +39,14 @@ def test_recorded_answers_are_parsed_field_by_field() -> None:
     assert a100.pci_bus_id == "00000000:07:00.0" and a100.uuid.startswith("GPU-5b9a")
     mine, other = a100.processes
     assert (mine.pid, mine.used_memory_bytes, mine.name) == (os.getpid(), 11811160064, psutil.Process().name())
-    assert (other.used_memory_bytes, other.kind) == (None, "compute")  # NVML_VALUE_NOT_AVAILABLE
-    assert a100.unavailable == ("graphics_processes",)
-    assert t4.name == "Tesla T4"  # bytes from an older binding
+    assert (other.used_memory_bytes, other.kind) == (None, "compute")  # nvitop's N/A
+    assert a100.unavailable == () and a100.mig_slices == 0
+    assert t4.name == "Tesla T4"
     assert t4.supports_bf16 is False and t4.compute_capability == (7, 5)
 
 
-def test_not_supported_fields_become_none_and_are_named() -> None:
-    _, t4, lost = inventory(fake_nvml()).gpus
+def test_not_supported_fields_become_none_and_are_named(nvitop_answers) -> None:
+    _, t4, lost = nvitop_answers().gpus
     assert t4.utilization_percent is None and t4.memory_utilization_percent is None and t4.uuid is None
     assert set(t4.unavailable) == {"utilization", "uuid"}
     assert t4.memory_total_bytes == 16106127360  # the rest of the device is still there
@@ -102,31 +55,26 @@ def test_not_supported_fields_become_none_and_are_named() -> None:
     assert lost.memory_free_bytes is None and lost.supports_bf16 is None
 
 
-def test_readiness_needs_every_gpu_bf16_capable() -> None:
-    hw = inventory(fake_nvml())
+def test_a_mig_gpu_tells_its_slices_and_the_memory_of_processes_per_slice(nvitop_answers) -> None:
+    hw = nvitop_answers(READINGS["mig_machine"])
+    (h100,) = hw.gpus
+    assert (hw.cuda_driver_version, hw.driver_version) == ((12, 2), "535.104.05")
+    assert h100.mig_slices == 2 and h100.utilization_percent is None and h100.unavailable == ("utilization",)
+    assert [(p.pid, p.used_memory_bytes) for p in h100.processes] == [(os.getpid(), 10 * GIB)]  # from its slice
+    assert h100.describe() == ("0: NVIDIA H100 80GB HBM3  20.0/79.6 GiB used, 59.6 free  util N/A  sm 9.0 bf16  "
+                               "1 procs  MIG 2 slices")
+
+
+def test_readiness_needs_every_gpu_bf16_capable(nvitop_answers) -> None:
+    hw = nvitop_answers()
     assert not hw.bf16_ready  # the T4 (sm 7.5) and the lost GPU hold it back
     only_a100 = HardwareInfo(gpus=hw.gpus[:1], cuda_driver_version=hw.cuda_driver_version)
     assert only_a100.bf16_ready
 
 
-def test_query_hardware_initialises_and_always_shuts_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(calls=calls))
-    hw = query_hardware()
-    assert len(hw.gpus) == 3 and calls == ["init", "shutdown"]
-
-
-def test_driver_not_loaded_is_said_once_and_the_rest_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = fake_nvml()
-
-    def init() -> None:
-        raise _error("DriverNotLoaded")
-
-    broken.nvmlInit = init  # type: ignore[attr-defined]
-    monkeypatch.delenv("WORKBENCH_FAKE_NO_GPU", raising=False)
-    monkeypatch.setitem(sys.modules, "pynvml", broken)
-    hw = query_hardware()
+def test_driver_not_loaded_is_said_once_and_the_rest_goes_on(nvitop_answers) -> None:
+    error = pynvml.NVMLError_DriverNotLoaded(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    hw = nvitop_answers(init_error=error)
     assert hw.gpus == () and hw.nvml_error == "NVML unavailable: Driver Not Loaded"
     assert hw.cpu_count >= 1 and hw.ram_total_bytes > 0
     assert hw.describe().startswith("no NVIDIA GPU (NVML unavailable: Driver Not Loaded)")
@@ -185,7 +133,10 @@ def test_pick_gpus_takes_the_most_free_memory() -> None:
     assert pick_gpus(box, 2) == [1, 3]
     assert pick_gpus(box, 3) == [1, 3, 4]
     assert pick_gpus(box, 5) == [0, 1, 2, 3, 4]  # unknown free memory comes last, but is taken when needed
-    assert pick_gpus(inventory(fake_nvml()), 1) == [0]  # 68 GiB free on the busy A100 beat 15 on the idle T4
+
+
+def test_pick_gpus_takes_the_busy_gpu_with_more_free_memory(nvitop_answers) -> None:
+    assert pick_gpus(nvitop_answers(), 1) == [0]  # 68 GiB free on the busy A100 beat 15 on the idle T4
 
 
 def test_pick_gpus_refuses_impossible_counts() -> None:
