@@ -7,19 +7,15 @@ milliseconds), else the formula's, labelled; `exact_info` asks transformers (one
 the first time, so call it off the UI thread).
 
 Whether ms-swift can infer `--model_type` / `--template` is answered the way swift does it
-(model name first, then a unique architecture match) from a dump of swift's registry. The
-dump is made once per ms-swift version in a child process (`python -m backend.models
---dump-swift-registry`, about 15 s of imports) and cached, so this module never imports swift.
+(model name first, then a unique architecture match) from swift's registry, asked once per
+ms-swift version through the oracle (question `swift_registry`, about 15 s of imports in a child)
+and cached, so this module never imports swift.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -27,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.estimate.shape import ConfigError, ModelShape, format_count
-from backend.paths import BUILTIN_PREFIX, REPO_DIR, cache_dir, is_builtin
+from backend.paths import BUILTIN_PREFIX, is_builtin
 from backend.refs import Origin
 
 __all__ = ["ModelInfo", "ModelShape", "SwiftInference", "describe_source", "discover_models", "exact_info",
@@ -98,15 +94,17 @@ def read_model_dir(path: Path, *, ref: str | None = None, label: str | None = No
     return info
 
 
-def exact_info(info: ModelInfo, progress: Callable[[str], None] | None = None) -> ModelInfo:
+def exact_info(info: ModelInfo, progress: Callable[[str], None] | None = None, *,
+               cancelled: Callable[[], bool] | None = None) -> ModelInfo:
     """`info` with its shape from transformers itself (one child process the first time, then
-    cached). Run it off the UI thread. Unknown architectures keep the formula, labelled estimated."""
+    cached). Run it off the UI thread. Unknown architectures keep the formula, labelled estimated.
+    Raises OracleCancelled once `cancelled()` is true (the child is stopped)."""
     from backend.estimate.exact import exact_shape
 
     if info.path is None or not (info.path / "config.json").is_file():
         return info
     try:
-        shape = exact_shape(info.path, progress=progress)
+        shape = exact_shape(info.path, progress=progress, cancelled=cancelled)
     except ConfigError as err:
         return replace(info, problems=[*info.problems, str(err)])
     problems = [p for p in info.problems if "comes from transformers" not in p]
@@ -262,59 +260,23 @@ def swift_version() -> str | None:
         return None
 
 
-def registry_path() -> Path:
-    return cache_dir() / f"swift-registry-{swift_version() or 'none'}.json"
+REGISTRY_QUESTION = "swift_registry"  # backend/oracle/swift_registry.py
+REGISTRY_LIBRARIES = ("ms-swift",)
 
 
 def load_swift_registry() -> dict[str, Any] | None:
-    """The cached dump of swift's model registry, or None when not made yet."""
-    try:
-        return json.loads(registry_path().read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    """The cached answer on swift's registry, or None when not asked yet (never starts a child)."""
+    from backend.oracle import cached
+
+    return cached(REGISTRY_QUESTION, {}, libraries=REGISTRY_LIBRARIES)
 
 
-def build_swift_registry(timeout: float = 180.0) -> dict[str, Any]:
-    """Dump swift's registry in a child process (about 15 s of imports), cache and return it."""
-    target = registry_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "backend.models", "--dump-swift-registry", str(target)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(REPO_DIR),
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode != 0:
-        raise RuntimeError(f"reading ms-swift's model registry failed:\n{done.stderr[-2000:]}")
-    registry = load_swift_registry()
-    if registry is None:
-        raise RuntimeError(f"ms-swift's model registry dump {target} is missing or unreadable")
-    return registry
+def build_swift_registry(timeout: float = 180.0, *, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Ask swift's registry in a child (about 15 s of imports; cached per ms-swift version and question
+    code). Raises OracleError (a RuntimeError) when the child fails, OracleCancelled when `cancelled`."""
+    from backend.oracle import ask
 
-
-def _dump_swift_registry(target: Path) -> None:
-    """Runs in the child process: import swift and write what inference needs as JSON."""
-    from swift.model.register import MODEL_MAPPING
-    from swift.template.register import TEMPLATE_MAPPING
-
-    from backend.profile import write_text_atomic
-
-    model_types: dict[str, Any] = {}
-    for model_type, meta in MODEL_MAPPING.items():
-        groups = []
-        for group in meta.model_groups:
-            names = set()
-            for model in group.models:
-                for key in ("ms_model_id", "hf_model_id", "model_path"):
-                    value = getattr(model, key)
-                    if isinstance(value, str):
-                        names.add(value.rsplit("/", 1)[-1].lower())
-            groups.append({"names": sorted(names), "template": group.template})
-        model_types[model_type] = {
-            "architectures": [a for a in meta.architectures if a != "null"],
-            "template": meta.template,
-            "candidate_templates": list(meta.candidate_templates),
-            "groups": groups,
-        }
-    data = {"swift_version": swift_version(), "model_types": model_types, "templates": sorted(TEMPLATE_MAPPING)}
-    write_text_atomic(target, json.dumps(data))
+    return ask(REGISTRY_QUESTION, {}, libraries=REGISTRY_LIBRARIES, timeout=timeout, cancelled=cancelled)
 
 
 @dataclass(frozen=True)
@@ -400,15 +362,3 @@ def _read_args_json(path: Path | None) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError):
         return {}
     return {k: data[k] for k in ("model_type", "template") if isinstance(data.get(k), str)}
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Model discovery helpers (child-process entry points).")
-    parser.add_argument("--dump-swift-registry", type=Path, metavar="JSON")
-    args = parser.parse_args(argv)
-    if args.dump_swift_registry:
-        _dump_swift_registry(args.dump_swift_registry)
-
-
-if __name__ == "__main__":
-    main()

@@ -113,8 +113,10 @@ def _on_ui_thread() -> bool:
     return "textual" in sys.modules and threading.current_thread() is threading.main_thread()
 
 
-def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: bool | None = None) -> SwiftSchema | None:
-    """swift's schema: cached, or asked once (about 10 s) unless on the UI thread; None when unavailable."""
+def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: bool | None = None,
+                cancelled: Callable[[], bool] | None = None) -> SwiftSchema | None:
+    """swift's schema: cached, or asked once (about 10 s) unless on the UI thread; None when unavailable.
+    `cancelled` (a worker's): once true the child is stopped and OracleCancelled raised."""
     hit = cached("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES)
     if hit is not None:
         return SwiftSchema.from_answer(hit)
@@ -123,7 +125,8 @@ def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: boo
     if progress is None and "textual" not in sys.modules:  # the first use announces itself on the terminal
         def progress(text: str) -> None:
             print(f"workbench: {text}", file=sys.stderr, flush=True)
-    answer = ask("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES, progress=progress, timeout=300)
+    answer = ask("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES, progress=progress, timeout=300,
+                 cancelled=cancelled)
     return SwiftSchema.from_answer(answer)
 
 

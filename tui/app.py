@@ -60,12 +60,20 @@ class WorkbenchApp(App[None]):
 
     def on_mount(self) -> None:
         start_log()
+        from backend.oracle import start_warm
+
+        start_warm()  # the library questions of this run share one warm child (its imports kept)
         from tui.widgets.alerts_panel import start_alert_toasts
 
         start_alert_toasts(self)  # a toast (and the bell) for each new alert of any run (#15)
         self.terminal_pace.start()
         exit_when_the_terminal_is_gone(self)  # no busy loop on a closed terminal that sent no SIGHUP
         self.switch_mode(self.start_mode)
+
+    def on_unmount(self) -> None:
+        from backend.oracle import stop_warm
+
+        stop_warm()  # the warm child ends with the app (it would also end with this process)
 
     def on_ready(self) -> None:
         """The first frame is on screen: now the launch screen may start its slower work."""

@@ -3,8 +3,9 @@
 Nothing is downloaded. The tokenizer is trained on the shipped dataset, the weights are
 random-initialised from a fixed seed, so the same seed always gives the same files.
 
-The heavy work (torch, transformers) runs in a child process started by
-`ensure_builtin_model`, so callers such as the TUI never import torch themselves.
+The heavy work (torch, transformers) runs in a child of the oracle's service (this module is the
+question `backend.demo.build`), started by `ensure_builtin_model`, so callers such as the TUI never
+import torch themselves.
 Run directly: `python -m backend.demo.build --name tiny-qwen2 --out DIR`.
 """
 
@@ -15,16 +16,17 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.paths import BUILTIN_DATASETS, cache_dir
 
 BUILDER_VERSION = 1
+BUILD_QUESTION = "backend.demo.build"  # this module, run in the oracle's child
+BUILD_TIMEOUT = 600.0
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -71,23 +73,45 @@ def builtin_model_path(name: str) -> Path:
     return cache_dir() / "models" / f"{name}-s{spec.seed}-v{BUILDER_VERSION}"
 
 
-def ensure_builtin_model(name: str, on_progress: ProgressCallback | None = None) -> Path:
-    """Return the built model folder, building it in a child process when missing."""
+def is_built(folder: Path) -> bool:
+    return (folder / "config.json").is_file()
+
+
+def ensure_builtin_model(name: str, on_progress: ProgressCallback | None = None, *,
+                         cancelled: Callable[[], bool] | None = None) -> Path:
+    """Return the built model folder, building it in a child (the oracle's service) when missing.
+
+    Builders of one model wait for each other (a file lock beside the folder): the one that waited
+    finds the folder built and returns it."""
+    from backend.oracle import OracleCancelled, OracleError, file_lock, run_child
+
     target = builtin_model_path(name)
-    if (target / "config.json").exists():
+    if is_built(target):
         return target
-    command = [sys.executable, "-m", "backend.demo.build", "--name", name, "--out", str(target)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=str(Path(__file__).resolve().parents[2]))
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("PROGRESS ") and on_progress:
-            _, fraction, stage = line.rstrip("\n").split(" ", 2)
+
+    def progress(line: str) -> None:
+        fraction, _, stage = line.partition(" ")
+        if on_progress is not None:
             on_progress(stage, float(fraction))
-    stderr = process.stderr.read() if process.stderr else ""
-    if process.wait() != 0:
-        raise RuntimeError(f"building the built-in model {name!r} failed:\n{stderr[-2000:]}")
+
+    with file_lock(target.parent / f".{target.name}.lock", cancelled):
+        if is_built(target):
+            return target
+        try:
+            run_child(BUILD_QUESTION, {"name": name, "out": str(target)}, progress=progress,
+                      timeout=BUILD_TIMEOUT, cancelled=cancelled)
+        except OracleCancelled:
+            raise
+        except OracleError as err:
+            raise RuntimeError(f"building the built-in model {name!r} failed: {err}\n{err.detail[-2000:]}") from err
     return target
+
+
+def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The child's side of the build (question `backend.demo.build`): progress as 'FRACTION stage'."""
+    target = Path(payload["out"])
+    _build_into(payload["name"], target, lambda stage, fraction: progress(f"{fraction:.2f} {stage}"))
+    return {"path": str(target)}
 
 
 def training_corpus() -> list[str]:
@@ -175,14 +199,10 @@ def weights_sha256(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def _build_into(name: str, target: Path) -> None:
+def _build_into(name: str, target: Path, report: ProgressCallback) -> None:
     """Build in a temporary sibling folder, then rename: a half-built model is never seen."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-
-    def report(stage: str, fraction: float) -> None:
-        print(f"PROGRESS {fraction:.2f} {stage}", flush=True)
-
     try:
         build_model(BUILTIN_MODELS[name], staging, report)
         if target.exists():  # another process finished first; keep its copy
@@ -199,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="tiny-qwen2", choices=sorted(BUILTIN_MODELS))
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    _build_into(args.name, args.out)
+    _build_into(args.name, args.out, lambda stage, fraction: print(f"{fraction:.2f} {stage}", flush=True))
 
 
 if __name__ == "__main__":

@@ -36,10 +36,12 @@ def cached_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGE
 
 
 def ask_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS, *,
-               progress: Callable[[str], None] | None = None, timeout: float = 300.0) -> dict[str, Any]:
+               progress: Callable[[str], None] | None = None, timeout: float = 300.0,
+               cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     from backend.oracle import ask
 
-    return ask(QUESTION, payload(config, targets), libraries=LIBRARIES, progress=progress, timeout=timeout)
+    return ask(QUESTION, payload(config, targets), libraries=LIBRARIES, progress=progress, timeout=timeout,
+               cancelled=cancelled)
 
 
 def shape_from(config: dict[str, Any], answer: dict[str, Any] | None, source: str = "config.json") -> ModelShape:
@@ -59,19 +61,22 @@ def cached_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TA
 
 
 def exact_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TARGETS, *,
-                progress: Callable[[str], None] | None = None) -> ModelShape:
+                progress: Callable[[str], None] | None = None,
+                cancelled: Callable[[], bool] | None = None) -> ModelShape:
     """Ask transformers (one child process the first time, cached afterwards).
 
     Falls back to the formula estimate, labelled as such, when transformers does not know the
     architecture or the child fails (the failure is named in the shape's notes).
     """
-    from backend.oracle import OracleError
+    from backend.oracle import OracleCancelled, OracleError
 
     config, file = read_config(folder_or_file)
     if not config.get("model_type"):  # transformers cannot pick a config class: no child needed
         return shape_from(config, {"known": False, "reason": "config.json has no model_type"}, str(file))
     try:
-        answer = ask_answer(config, targets, progress=progress)
+        answer = ask_answer(config, targets, progress=progress, cancelled=cancelled)
+    except OracleCancelled:
+        raise  # nobody waits for this shape: no fallback to show
     except OracleError as err:
         answer = {"known": False, "reason": f"transformers could not be asked ({err})"}
     return shape_from(config, answer, str(file))

@@ -1,20 +1,35 @@
-"""The on-disk cache of oracle answers: one JSON file per (question, versions, input) key."""
+"""The on-disk cache of oracle answers: one JSON file per key, and the one rule for that key.
+
+A key holds the question, the versions of the libraries it asks, its payload, the content of every
+file the answer depends on, and a digest of the question's own code (its module and every
+`backend` module it imports, followed through their imports): an upgrade that changes how a
+question answers is never served an answer of the old code. Concurrent askers of one key wait for
+each other on a file lock, and the loser takes the winner's answer.
+"""
 
 from __future__ import annotations
 
+import ast
+import fcntl
+import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backend.paths import cache_dir
+from backend.oracle.errors import OracleCancelled
+from backend.paths import PACKAGE_DIR, cache_dir
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+LOCK_POLL_S = 0.1
+CODE_PACKAGE = "backend.oracle"  # the code a question's digest follows
 
 
 def library_versions(names: Iterable[str]) -> dict[str, str]:
@@ -50,14 +65,102 @@ def file_fingerprint(path: Path, *, chunk: int = 1 << 20) -> str:
 
 
 def cache_key(question: str, payload: dict[str, Any], versions: dict[str, str],
-              fingerprints: dict[str, str] | None = None) -> str:
-    """A stable key: question + library versions + payload + content fingerprints of its inputs."""
+              fingerprints: dict[str, str] | None = None, code: str = "") -> str:
+    """A stable key: question + library versions + payload + content fingerprints of its inputs +
+    the digest of the question's code (`code_digest`)."""
     material = json.dumps(
         {"format": CACHE_FORMAT, "question": question, "payload": payload, "versions": versions,
-         "inputs": fingerprints or {}},
+         "inputs": fingerprints or {}, "code": code},
         sort_keys=True, default=str,
     )
     return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------- the question's own code
+
+
+def question_module(question: str) -> str | None:
+    """The module that answers `question`: `name` is `backend.oracle.name`; a dotted name under
+    `backend` names its module itself (e.g. `backend.demo.build`). None when there is no such file."""
+    module = f"backend.oracle.{question}" if question.isidentifier() else question
+    parts = module.split(".")
+    if parts[0] != "backend" or not all(part.isidentifier() for part in parts):
+        return None
+    return module if _module_file(module) is not None else None
+
+
+@functools.cache  # where a module lives does not change while the program runs; its content may
+def _module_file(module: str) -> Path | None:
+    base = PACKAGE_DIR.parent.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_SOURCES: dict[Path, tuple[tuple[int, int], str, tuple[str, ...]]] = {}  # file -> (stat, sha, imports)
+
+
+def _source(file: Path) -> tuple[str, tuple[str, ...]]:
+    """(sha256 of the file, the `backend` modules it imports anywhere in it), memoised by stat."""
+    stat = file.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _SOURCES.get(file)
+    if known is not None and known[0] == stamp:
+        return known[1], known[2]
+    text = file.read_bytes()
+    imports: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            imports.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imports.add(node.module)  # `from backend.x import y`: y may be a module too
+            imports.update(f"{node.module}.{alias.name}" for alias in node.names)
+    found = tuple(sorted(name for name in imports if name.split(".")[0] == "backend"))
+    _SOURCES[file] = (stamp, hashlib.sha256(text).hexdigest(), found)
+    return _SOURCES[file][1], found
+
+
+def code_digest(question: str) -> str:
+    """sha256 over the question's module, the child that runs it and the `backend.oracle` modules they
+    import (lazily or not), followed through their imports. Costs a stat a file once they were read.
+
+    Modules outside the package are not followed: paths and refs lead to most of the backend, and a
+    question keeps what it asks of the libraries in its own code."""
+    module = question_module(question)
+    if module is None:
+        return "unknown"
+    todo, seen, digest = [module, "backend.oracle.child"], set(), hashlib.sha256()
+    while todo:
+        name = todo.pop()
+        file = _module_file(name)
+        if name in seen or file is None:
+            continue
+        seen.add(name)
+        sha, imports = _source(file)
+        digest.update(f"{name}:{sha};".encode())
+        todo.extend(found for found in imports if found.startswith(CODE_PACKAGE))
+    return digest.hexdigest()
+
+
+@contextmanager
+def file_lock(path: Path, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` (created; never deleted: deleting races a waiter).
+    A waiter polls `cancelled` and raises OracleCancelled once it is true."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if cancelled is not None and cancelled():
+                    raise OracleCancelled(f"cancelled while waiting for {path.name}") from None
+                time.sleep(LOCK_POLL_S)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -79,6 +182,10 @@ class OracleCache:
         except (OSError, ValueError):
             return None  # missing or damaged: ask again
         return record.get("answer") if isinstance(record, dict) else None
+
+    def lock(self, question: str, key: str, cancelled: Callable[[], bool] | None = None) -> Any:
+        """The lock askers of one key share (see `file_lock`)."""
+        return file_lock(self.path(question, key).with_suffix(".lock"), cancelled)
 
     def put(self, question: str, key: str, answer: dict[str, Any], meta: dict[str, Any]) -> None:
         from backend.profile import write_text_atomic

@@ -36,6 +36,10 @@ LIBRARIES = ("ms-swift", "transformers", "datasets")
 DEFAULT_SAMPLE_LIMIT = 20_000  # rows encoded at most per dataset; above it a random sample, said so
 LISTED = 50  # row numbers / errors listed per kind
 VIEW_ROWS = 3  # trained-token views of the first rows, sent with the report
+# the model's files a report depends on: the template and special tokens read from them decide the
+# encoding, config.json the model type and context length
+MODEL_INPUTS = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                "chat_template.jinja", "chat_template.json", "generation_config.json")
 HUB_NOTE = "hub dataset: not inspected offline (swift downloads it at launch)"
 Progress = Callable[[str], None]
 
@@ -71,12 +75,12 @@ class DataRequest:
         return {**asdict(self), **extra}
 
     def inputs(self) -> list[Path]:
-        """Files whose content keys the cache: every local dataset, the model's template files."""
+        """Files whose content keys the cache: every local dataset, and the model's files that decide
+        how rows are encoded (its config, tokenizer and template files)."""
         paths = [Path(ref.partition("#")[0]) for ref in self.refs]
         paths = [p for p in paths if p.exists()]
         model = Path(self.model)
-        paths += [model / name for name in ("tokenizer_config.json", "chat_template.jinja")
-                  if (model / name).is_file()]
+        paths += [model / name for name in MODEL_INPUTS if (model / name).is_file()]
         return paths
 
 

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from tui.widgets.model_details import ORIGIN_LABELS, model_details_text
 from tui.worker_failures import WorkerFailures, failure_text
@@ -103,8 +104,16 @@ class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="model-exact", exit_on_error=False, description="Exact shape")
     def _ask_exact(self, info: ModelInfo) -> None:
-        """The exact count from transformers, off the UI thread (the TUI never waits for it)."""
-        self.post_message(self.Exact(exact_info(info)))
+        """The exact count from transformers, off the UI thread (the TUI never waits for it). A newer
+        highlight replaces this worker: its child is stopped (`cancelled`), not left importing."""
+        from backend.oracle import OracleCancelled
+
+        worker = get_current_worker()
+        try:
+            exact = exact_info(info, cancelled=lambda: worker.is_cancelled)
+        except OracleCancelled:
+            return
+        self.post_message(self.Exact(exact))
 
     @on(Exact)
     def _exact(self, event: Exact) -> None:

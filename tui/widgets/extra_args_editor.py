@@ -53,10 +53,17 @@ class ExtraArgsEditor(FieldEditor):
 
     @work(thread=True, exclusive=True, group="swift-schema", exit_on_error=False, description="Reading swift's flags")
     def _load_schema(self) -> None:
+        from textual.worker import get_current_worker
+
         from backend.command import managed_flags
+        from backend.oracle import OracleCancelled
         from backend.swift_schema import load_schema
 
-        schema = load_schema()  # a worker thread: may ask swift once (about 10 s), cached afterwards
+        worker = get_current_worker()
+        try:  # a worker thread: may ask swift once (about 10 s), cached afterwards
+            schema = load_schema(cancelled=lambda: worker.is_cancelled)
+        except OracleCancelled:
+            return  # the editor is gone
         self.app.call_from_thread(self._schema_ready, schema, managed_flags())
 
     def _schema_ready(self, schema: SwiftSchema | None, managed: dict[str, str]) -> None:

@@ -16,6 +16,7 @@ from textual import on, work
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from backend.models import (
     ModelInfo,
@@ -25,6 +26,7 @@ from backend.models import (
     infer_swift_types,
     load_swift_registry,
 )
+from backend.oracle.errors import OracleCancelled
 from backend.validate import Problem
 from tui.screens.launch_support import swift_type_problems
 from tui.worker_failures import WorkerFailures, failure_text
@@ -135,7 +137,12 @@ class ModelDetails(WorkerFailures, Static):
             self.call_from_thread(self._read_swift_registry, query, info)
         if not (info.shape and info.shape.trusted) and info.path and (info.path / "config.json").is_file():
             # transformers' exact count (#13): one child process the first time, in this worker
-            self.post_message(self.Described(query, exact_info(info), inference, registry))
+            worker = get_current_worker()
+            try:
+                exact = exact_info(info, cancelled=lambda: worker.is_cancelled)
+            except OracleCancelled:
+                return  # another model was chosen: its child was stopped
+            self.post_message(self.Described(query, exact, inference, registry))
 
     @work(thread=True, exclusive=True, group="swift-registry", exit_on_error=False,
           description="Reading ms-swift's model registry")
@@ -144,7 +151,11 @@ class ModelDetails(WorkerFailures, Static):
 
         self.app.notify("Asking ms-swift which model_type/template fit (first time only, about 15 s)…",
                         title="Model", timeout=8)
-        registry = build_swift_registry()
+        worker = get_current_worker()
+        try:
+            registry = build_swift_registry(cancelled=lambda: worker.is_cancelled)
+        except OracleCancelled:
+            return
         inference = infer_swift_types(info, registry, model_type=query.model_type, template=query.template)
         self.post_message(self.Described(query, info, inference, registry))
 

@@ -170,12 +170,15 @@ class SettingsTabs(Vertical):
     @work(thread=True, exclusive=True, group="form-swift-schema", exit_on_error=False,
           description="Reading swift's defaults")
     def _load_schema(self) -> None:
+        from textual.worker import get_current_worker
+
         from backend.oracle import OracleError
         from backend.swift_schema import load_schema
 
-        try:
-            schema = load_schema()  # a worker thread: cached, or asked of swift once (about 10 s)
-        except OracleError:
+        worker = get_current_worker()
+        try:  # a worker thread: cached, or asked of swift once (about 10 s)
+            schema = load_schema(cancelled=lambda: worker.is_cancelled)
+        except OracleError:  # OracleCancelled included: the form is gone
             return  # no hints in the boxes; the extra-args editor shows why swift could not be read
         if schema is not None:
             self.app.call_from_thread(self._schema_read, schema)
