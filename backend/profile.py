@@ -17,7 +17,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import tomli_w
+import tomlkit
+import tomlkit.exceptions
+import tomlkit.items
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from backend.watch.config import NotifySection, WatchSection
@@ -307,29 +309,116 @@ def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
 
 def profile_to_toml(profile: LaunchProfile) -> str:
     """Canonical TOML: only non-default values, sections in schema order."""
+    return tomlkit.dumps(_canonical_document(profile))
+
+
+def _canonical_document(profile: LaunchProfile, always: dict[str, tuple[str, ...]] | None = None
+                        ) -> tomlkit.TOMLDocument:
     data = profile.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
     full = profile.model_dump(mode="json")
     # the keys a reader looks for first are written even when they hold the default
+    always = ALWAYS_WRITTEN if always is None else always
     ordered: dict[str, Any] = {"name": profile.name}
     for key, value in full.items():
-        if key in data or key in ALWAYS_WRITTEN:
+        if key in data or key in always:
             section = data.get(key, {} if isinstance(value, dict) else value)
             if isinstance(section, dict):
-                for sub in ALWAYS_WRITTEN.get(key, ()):
+                for sub in always.get(key, ()):
                     section = {sub: value[sub], **section}
             ordered[key] = section
-    return tomli_w.dumps(ordered, multiline_strings=True)
+    document = tomlkit.document()
+    for key, value in ordered.items():
+        document.add(key, _toml_item(value))
+    return document
+
+
+def _toml_item(value: Any) -> Any:
+    """A value as the canonical file writes it: text with line breaks as a multi-line string, a
+    non-empty list one element a line, a mapping as a [table]."""
+    if isinstance(value, dict):
+        table = tomlkit.table()
+        for key, sub in value.items():
+            table.add(key, _toml_item(sub))
+        return table
+    if isinstance(value, str) and "\n" in value:
+        return _multiline_string(value)
+    if isinstance(value, list):
+        array = tomlkit.array()
+        array.extend(_toml_item(v) for v in value)
+        return array.multiline(bool(value))
+    return tomlkit.item(value)
+
+
+def _multiline_string(value: str) -> tomlkit.items.String:
+    """\"\"\" then a line break, the text from the line's start (TOML drops that first line break)."""
+    raw = tomlkit.items.String.from_raw(value, tomlkit.items.StringType.MLB)
+    text = raw.as_string()[3:-3]
+    return tomlkit.items.String(tomlkit.items.StringType.MLB, value, text if text.startswith("\n") else "\n" + text,
+                                tomlkit.items.Trivia())
 
 
 ALWAYS_WRITTEN: dict[str, tuple[str, ...]] = {"model": ("source",), "data": ("train",), "tuner": ("type",)}
 
 
-def save_profile(profile: LaunchProfile, path: str | Path) -> Path:
-    """Write atomically: readers see the old file or the new one, never half of one."""
+def save_profile(profile: LaunchProfile, path: str | Path, *, layout: str | Path | None = None) -> Path:
+    """Write atomically: readers see the old file or the new one, never half of one.
+
+    `layout`: the user's file whose comments, key order and formatting the save keeps (the TUI
+    passes the file the profile came from): only the values that changed are rewritten, new ones
+    added, those set back to their default dropped. None, or a file that cannot be read as TOML:
+    the canonical form."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, profile_to_toml(profile))
+    existing = _layout_text(Path(layout)) if layout is not None else None
+    write_text_atomic(path, profile_text_over(profile, existing))
     return path
+
+
+def _layout_text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_PROFILE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def profile_text_over(profile: LaunchProfile, existing: str | None) -> str:
+    """The profile written over an existing file's text, keeping what the user wrote around the values."""
+    if not existing:
+        return profile_to_toml(profile)
+    try:
+        document = tomlkit.parse(existing)
+    except (tomlkit.exceptions.ParseError, RecursionError, ValueError):  # not TOML: nothing to keep
+        return profile_to_toml(profile)
+    # defaults the canonical form always writes are not added to a file that leaves them out
+    _update(document, _canonical_document(profile, always={}), profile.model_dump(mode="json"))
+    return tomlkit.dumps(document)
+
+
+def _update(table: Any, canonical: Any, current: dict[str, Any]) -> None:
+    """Make `table` (the user's) say what `canonical` says, in place. A key the canonical form leaves
+    out stays when it holds the current value (the user wrote a default on purpose) and goes otherwise."""
+    for key in list(table.keys()):
+        if key in canonical:
+            continue
+        old, now = _plain(table[key]), current.get(key)
+        if isinstance(old, dict) and isinstance(now, dict):
+            _update(table[key], {}, now)
+            if not table[key]:
+                del table[key]
+        elif old != now:
+            del table[key]
+    for key, item in canonical.items():
+        old = _plain(table[key]) if key in table else None
+        if isinstance(old, dict) and isinstance(item, dict):
+            _update(table[key], item, current.get(key) or {})
+        elif key not in table or old != _plain(item):
+            table[key] = item
+
+
+def _plain(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
 
 
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:

@@ -156,8 +156,8 @@ class ProfileDocument:
             raise SaveRefused("the profile has no file yet: save it as a new one")
         if self.refused:
             raise SaveRefused(f"fix the refused values first: {', '.join(self.refused)}")
-        try:
-            save_profile(self.profile, target)
+        try:  # the file it came from lends its comments and key order (save as: to the new file)
+            save_profile(self.profile, target, layout=self.path)
         except OSError as err:
             raise SaveRefused(f"{target}: {err}") from None
         self.saved_text = profile_to_toml(self.profile)
