@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,9 +67,18 @@ class LaunchPlan:
     launcher: str = "accelerate"
 
     def shell_line(self) -> str:
-        """One copy-pasteable, correctly quoted shell line (environment first, secrets as ***)."""
-        assignments = [f"{key}={shlex.quote(value)}" for key, value in sorted(self.redacted_env().items())]
-        return " ".join([*assignments, shlex.join(self.argv)])
+        """One copy-pasteable, correctly quoted shell line (environment first). A secret variable reads the
+        pasting shell's own value (`HF_TOKEN="$HF_TOKEN"`); control characters are `$'...'` escapes."""
+        from backend.export.shell import ShellVar, join, quote
+        from backend.swift_schema import is_secret_name
+
+        assignments = [f"{key}={quote(ShellVar(key) if is_secret_name(key) else value)}"
+                       for key, value in sorted(self.env.items())]
+        return " ".join([*assignments, join(list(self.redacted_argv()))])
+
+    def redacted_argv(self) -> list[str]:
+        """argv with the value of a secret flag (`--hub_token`, refused by validate) as ***."""
+        return redact_words(self.argv)
 
     def forced(self) -> list[SwiftFlag]:
         """The flags the workbench passes whatever the profile says, each with its reason."""
@@ -78,7 +86,7 @@ class LaunchPlan:
 
     def as_json(self) -> dict[str, Any]:
         """`workbench show --json`: what runs, secrets as ***."""
-        return {"argv": self.argv, "env": self.redacted_env(), "accelerate_config": self.accelerate_config,
+        return {"argv": self.redacted_argv(), "env": self.redacted_env(), "accelerate_config": self.accelerate_config,
                 "launcher": self.launcher}
 
     def accelerate_yaml(self) -> str:
@@ -95,6 +103,25 @@ class LaunchPlan:
         from backend.swift_schema import is_secret_name
 
         return {k: ("***" if is_secret_name(k) else v) for k, v in self.env.items()}
+
+
+def redact_words(words: list[str]) -> list[str]:
+    """Command words with each secret flag's value (`--hub_token=x`, `--hub_token x`) as ***."""
+    from backend.swift_schema import is_secret_name
+
+    shown: list[str] = []
+    secret = False
+    for word in words:
+        name, eq, _ = word.partition("=")
+        if word.startswith("--") and is_secret_name(name[2:]):
+            shown.append(f"{name}=***" if eq else word)
+            secret = not eq
+        elif word.startswith("--"):
+            shown.append(word)
+            secret = False
+        else:
+            shown.append("***" if secret else word)
+    return shown
 
 
 def uses_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> bool:
@@ -205,13 +232,44 @@ class SwiftFlag:
     equals: bool = False  # rendered `--name=value`: a value beginning with '-' stays a value
 
     def words(self) -> list[str]:
+        """The argv words; a value swift's parser would take for a flag raises `FlagLikeValue`."""
         if self.equals:
             return [f"--{self.name}={self.values[0]}"]
+        dashed = self.flag_like()
+        if dashed is not None:
+            raise FlagLikeValue(self, dashed)
         return [f"--{self.name}", *self.values]
+
+    def flag_like(self) -> str | None:
+        """The first value that would reach swift as a flag of its own (`--tuner_type=full` in a list)."""
+        from backend.swift_schema import reads_as_flag
+
+        return None if self.equals else next((v for v in self.values if reads_as_flag(v)), None)
 
     @property
     def forced(self) -> bool:
         return bool(self.reason)
+
+
+class FlagLikeValue(ValueError):
+    """A profile value that would reach swift's parser as a flag: the launch is not built."""
+
+    def __init__(self, flag: SwiftFlag, value: str) -> None:
+        self.flag, self.value = flag, value
+        where = flag.key or f"--{flag.name}"
+        super().__init__(f"{where}: value {value!r} begins with '-'; swift's parser would read it as a flag of "
+                         f"its own, not as a value of --{flag.name}")
+
+
+def flag_like_values(profile: LaunchProfile, hardware: HardwareInfo) -> list[FlagLikeValue]:
+    """Every value of a profile key the builder would pass where swift reads a flag (validate names each by
+    its key; extra_swift_args has its own check, backend.swift_schema.extra_problems)."""
+    try:
+        flags = swift_flags(profile, hardware, model=profile.model.source, output_dir=Path("/o"), base_dir=None,
+                            ds_path=None)
+    except (KeyError, OSError, RuntimeError):  # an unknown built-in dataset, a path loop: their own rules say so
+        return []
+    return [FlagLikeValue(flag, value) for flag in flags if (value := flag.flag_like()) is not None]
 
 
 class _Flags:
@@ -250,9 +308,14 @@ def swift_sft_args(
 
 
 def extra_args(profile: LaunchProfile) -> list[str]:
-    from backend.swift_schema import extra_argv, load_schema
+    return [word for flag in extra_flags(profile) for word in flag.words()]
 
-    return extra_argv(profile.extra_swift_args, load_schema(allow_ask=False))
+
+def extra_flags(profile: LaunchProfile) -> list[SwiftFlag]:
+    from backend.swift_schema import extra_groups, load_schema
+
+    return [SwiftFlag(name, tuple(values), f"extra_swift_args.{name}", equals=equals)
+            for name, values, equals in extra_groups(profile.extra_swift_args, load_schema(allow_ask=False))]
 
 
 def swift_flags(

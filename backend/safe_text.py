@@ -15,6 +15,11 @@ import unicodedata
 _HIDDEN = ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")
 
 
+def is_hidden(char: str) -> bool:
+    """A character that acts on the terminal or hides itself instead of showing (ESC, BEL, U+202E ...)."""
+    return unicodedata.category(char) in _HIDDEN
+
+
 def _escape(char: str) -> str:
     code = ord(char)
     if char in "\n\t\r":
@@ -27,7 +32,19 @@ def _escape(char: str) -> str:
 def visible(text: object, limit: int | None = None) -> str:
     """`text` with control and invisible format characters shown as escapes; cut to `limit` chars."""
     text = str(text)
-    shown = "".join(_escape(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
+    shown = "".join(_escape(c) if is_hidden(c) else c for c in text)
     if limit is not None and len(shown) > limit:
         return shown[: max(0, limit - 1)] + "…"
     return shown
+
+
+def visible_lines(text: object) -> str:
+    """`visible` line by line: the line breaks stay breaks (a template's turns, a multi-line error)."""
+    return "\n".join(visible(line) for line in str(text).split("\n"))
+
+
+def shell_escape(char: str) -> str:
+    """`char` inside bash's `$'...'` quoting: control characters as escapes bash turns back into them."""
+    if char in "\\'":
+        return "\\" + char
+    return _escape(char) if is_hidden(char) else char

@@ -145,6 +145,15 @@ def swift_parse(argvs: list[list[str]], command: str = "sft") -> list[dict[str, 
 # ---------------------------------------------------------------- extra_swift_args
 
 
+# argparse's own test for a word that is a negative number, not a flag (`--max_steps -1` is a value)
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def reads_as_flag(text: str) -> bool:
+    """Whether swift's parser (argparse) takes this word for a flag rather than a value."""
+    return text.startswith("-") and not NEGATIVE_NUMBER.match(text)
+
+
 @dataclass(frozen=True)
 class ArgProblem:
     key: str
@@ -225,17 +234,17 @@ def _key_problems(key: str, value: Any, schema: SwiftSchema | None, managed: dic
     return []
 
 
-def extra_argv(extra: dict[str, Any], schema: SwiftSchema | None, command: str = "sft") -> list[str]:
-    """`--key=value` for single values (nothing after it can be taken for a flag); `--key v1 v2` for lists."""
-    argv: list[str] = []
+def extra_groups(extra: dict[str, Any], schema: SwiftSchema | None,
+                 command: str = "sft") -> list[tuple[str, list[str], bool]]:
+    """(name, values, equals) per key: `--key=value` for single values (nothing after it can be taken for
+    a flag), `--key v1 v2` for lists (backend.command builds the words and checks them)."""
+    groups: list[tuple[str, list[str], bool]] = []
     for key, value in extra.items():
         spec = schema.fields(command).get(key) if schema else None
         texts = _texts(value)
-        if isinstance(value, list) or (spec is not None and spec.is_list):
-            argv += [f"--{key}", *texts]
-        else:
-            argv.append(f"--{key}={texts[0]}")
-    return argv
+        is_list = isinstance(value, list) or (spec is not None and spec.is_list)
+        groups.append((key, texts if is_list else texts[:1], not is_list))
+    return groups
 
 
 # ---------------------------------------------------------------- the editor's text form

@@ -398,7 +398,30 @@ def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[
                       "Choose an empty or new folder, or leave output_dir empty to write inside the run folder.")
 
 
-# ---------------------------------------------------------------- hostile values (#14)
+# ---------------------------------------------------------------- hostile values (#14, #29)
+
+FLAG_LIKE_FIX = {"model.source": "Give a model folder, a hub id or builtin:tiny-qwen2.",
+                 "data.train": "Give a dataset file, a hub id or builtin:self-cognition.",
+                 "tuner.target_modules": "Give module names (q_proj, v_proj) or \"all-linear\"; a swift flag goes "
+                                         "in its own profile key or in extra_swift_args.",
+                 "output.report_to": "Give tracker names (none, tensorboard, wandb ...); a swift flag goes in its own "
+                                     "profile key or in extra_swift_args."}
+
+
+@rule
+def _flag_like_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """A value beginning with '-' (a list entry `--tuner_type=full`, a template `-x`) would reach swift as a
+    flag of its own: the builder refuses it, and this names its key."""
+    from backend.command import flag_like_values
+
+    for found in flag_like_values(profile, hardware):
+        key = found.flag.key or found.flag.name
+        fix = FLAG_LIKE_FIX.get(key.replace("data.val", "data.train"), "Remove the leading '-'; a swift flag goes "
+                                "in its own profile key or in extra_swift_args.")
+        yield Problem(key, "error", f"{found.value!r} begins with '-': swift's parser would read it as a flag of "
+                      f"its own, not as a value of --{found.flag.name}.", fix)
+
+
 
 MAX_NAME_CHARS = 100
 SEED_LIMIT = 2**32  # numpy's and swift's seeds are 32-bit
@@ -436,15 +459,9 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
     if profile.training.max_steps == 0:
         yield Problem("training.max_steps", "error", "max_steps = 0 trains nothing (swift still runs one step).",
                       "Give a step count, or -1 to train by num_train_epochs.")
-    if profile.model.source.startswith("-"):
-        yield Problem("model.source", "error", f"model source {profile.model.source!r} starts with '-': swift "
-                      "would read it as a flag.", "Give a model folder, a hub id or builtin:tiny-qwen2.")
     for key in ("train", "val"):
         for ref in getattr(profile.data, key):
-            if ref.startswith("-"):
-                yield Problem(f"data.{key}", "error", f"dataset {ref!r} starts with '-': swift would read it as a "
-                              "flag.", "Give a dataset file, a hub id or builtin:self-cognition.")
-            elif not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and \
+            if not ref.startswith("-") and not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and \
                     not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
                               "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")

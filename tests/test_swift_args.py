@@ -142,7 +142,7 @@ def test_secret_env_is_taken_at_launch_and_never_shown(tmp_path: Path, monkeypat
     profile = parse_profile('name = "s"\n[env]\nHF_TOKEN = ""\nNCCL_DEBUG = "INFO"\n')
     plan = build_launch(profile, tmp_path, CPU_BOX)
     assert plan.env["HF_TOKEN"] == "hf_very_secret" and plan.env["NCCL_DEBUG"] == "INFO"
-    assert "HF_TOKEN='***'" in plan.shell_line() and "hf_very_secret" not in plan.shell_line()
+    assert 'HF_TOKEN="$HF_TOKEN"' in plan.shell_line() and "hf_very_secret" not in plan.shell_line()
     assert plan.as_json()["env"]["HF_TOKEN"] == "***"
     from backend.runs.layout import RunFolder
     from backend.runs.manager import write_run_files

@@ -100,6 +100,7 @@ def torchrun(
 
 def show_nodes(profile: LaunchProfile, path: Path, folder: Path, node: int | None) -> None:
     """`workbench show --node K / --all-nodes`: machine K's (or every machine's) exact command."""
+    from backend.command import FlagLikeValue
     from backend.nodes import check_node, check_rank, node_commands, render_node_commands
 
     if node is not None:
@@ -108,8 +109,11 @@ def show_nodes(profile: LaunchProfile, path: Path, folder: Path, node: int | Non
         except ValueError as err:
             fail(f"--node: {err}")
     hardware = detect_hardware()
-    commands = node_commands(profile, folder, hardware, base_dir=path.parent,
-                             ranks=None if node is None else [node])
+    try:
+        commands = node_commands(profile, folder, hardware, base_dir=path.parent,
+                                 ranks=None if node is None else [node])
+    except FlagLikeValue as err:  # never print a line that would smuggle a flag
+        fail(f"{err}; the command is not printed")
     commands[0].plan.write_configs()  # the rank is on each line, so one config file serves every machine
     this_rank = node if node is not None else profile.distribution.machine_rank
     _print_problems(validate(profile, hardware, base_dir=path.parent) + check_node(profile, this_rank))

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.command import LaunchPlan, build_launch
+from backend.command import FlagLikeValue, LaunchPlan, build_launch
 from backend.hardware import detect_hardware
 from backend.validate import errors, validate
 
@@ -40,7 +40,10 @@ def show(
 
         return show_nodes(loaded, path, folder, node)
     hardware = detect_hardware()
-    plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
+    try:
+        plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
+    except FlagLikeValue as err:  # never print a line that would smuggle a flag (`workbench validate` lists all)
+        fail(f"{err}; the command is not printed")
     plan.write_configs()
     if as_json:
         print(json.dumps(plan.as_json(), indent=2))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.profile import write_text_atomic
+from backend.safe_text import is_hidden, shell_escape
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,17 @@ Token = str | ShellVar
 
 
 def quote(token: Token) -> str:
-    return token.render() if isinstance(token, ShellVar) else shlex.quote(token)
+    """One shell word that bash reads back as exactly `token`; control characters (ESC, newline, U+202E)
+    are written as `$'...'` escapes, so the printed line never acts on the terminal and pastes exactly."""
+    if isinstance(token, ShellVar):
+        return token.render()
+    if any(is_hidden(c) for c in token):
+        return "$'" + "".join(shell_escape(c) for c in token) + "'"
+    return shlex.quote(token)
+
+
+def join(tokens: list[Token]) -> str:
+    return " ".join(quote(t) for t in tokens)
 
 
 def substitute(argv: list[str], replacements: dict[str, Token]) -> list[Token]:
@@ -54,7 +65,7 @@ def render_command(tokens: list[Token], *, break_after: str | None = None, tail:
 
 
 def export_lines(env: dict[str, str]) -> str:
-    return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items()))
+    return "\n".join(f"export {key}={quote(value)}" for key, value in sorted(env.items()))
 
 
 def write_script(path: Path, text: str) -> None:

@@ -1,0 +1,80 @@
+"""Issue #29, High 1 (and the Low item on template/model_type/model_author): no value of a profile key
+reaches swift's parser as a flag of its own. `target_modules = ["all-linear", "--tuner_type=full"]`
+trained a full fine-tune under a LoRA profile; `--hub_token=...` in a list put a secret on the command
+line. validate names the key; the builder refuses to build such a line; `show` says why, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.command import FlagLikeValue, build_launch
+from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import load_profile, save_profile
+from backend.validate import errors, validate
+from tests.fakes import CPU_BOX
+
+QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
+
+CASES = [
+    ("tuner", "target_modules", ["all-linear", "--tuner_type=full"], "tuner.target_modules", "--tuner_type=full"),
+    ("tuner", "target_modules", ["all-linear", "--hub_token=hf_secret"], "tuner.target_modules",
+     "--hub_token=hf_secret"),
+    ("output", "report_to", ["none", "--model_author=x"], "output.report_to", "--model_author=x"),
+    ("model", "template", "-x", "model.template", "-x"),
+    ("model", "model_type", "--help", "model.model_type", "--help"),
+    ("model", "model_author", "--hub_token=hf_secret", "model.model_author", "--hub_token=hf_secret"),
+]
+
+
+def _profile(section: str, key: str, value: object):  # noqa: ANN202
+    profile = load_profile(QUICKSTART)
+    setattr(getattr(profile, section), key, value)
+    return profile
+
+
+@pytest.mark.parametrize("section, key, value, field, dashed", CASES)
+def test_validate_names_the_key_of_a_flag_like_value(section: str, key: str, value: object, field: str,
+                                                    dashed: str) -> None:
+    problems = errors(validate(_profile(section, key, value), CPU_BOX, base_dir=SHIPPED_PROFILES_DIR))
+    mine = [p for p in problems if p.field == field]
+    assert [p.message for p in mine] == [
+        f"{dashed!r} begins with '-': swift's parser would read it as a flag of its own, not as a value of "
+        f"--{key}."]
+
+
+@pytest.mark.parametrize("section, key, value, field, dashed", CASES)
+def test_the_builder_refuses_to_put_a_flag_like_value_on_the_line(section: str, key: str, value: object, field: str,
+                                                                  dashed: str, tmp_path: Path) -> None:
+    with pytest.raises(FlagLikeValue) as raised:
+        build_launch(_profile(section, key, value), tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
+    assert str(raised.value).startswith(f"{field}: value {dashed!r} begins with '-'")
+
+
+def test_a_list_in_extra_swift_args_is_held_to_the_same_rule(tmp_path: Path) -> None:
+    profile = load_profile(QUICKSTART)
+    profile.extra_swift_args = {"modules_to_save": ["embed_tokens", "--tuner_type=full"]}
+    with pytest.raises(FlagLikeValue, match=r"^extra_swift_args.modules_to_save: value '--tuner_type=full'"):
+        build_launch(profile, tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
+
+
+def test_negative_numbers_and_a_dashed_system_prompt_stay_values(tmp_path: Path) -> None:
+    profile = load_profile(QUICKSTART)
+    profile.training.max_steps = -1  # argparse reads "-1" as a value
+    profile.model.system = "--be brief"  # passed as --system=..., so it cannot become a flag
+    plan = build_launch(profile, tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
+    assert "--system=--be brief" in plan.argv
+    assert plan.argv[plan.argv.index("--max_steps") + 1] == "-1"
+    assert not [p for p in validate(profile, CPU_BOX, base_dir=SHIPPED_PROFILES_DIR) if "begins with '-'" in p.message]
+
+
+def test_show_says_why_instead_of_printing_the_smuggled_line(tmp_path: Path) -> None:
+    path = save_profile(_profile("tuner", "target_modules", ["all-linear", "--tuner_type=full"]), tmp_path / "p.toml")
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "show", str(path), "--run-dir", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "--tuner_type=full" not in done.stdout
+    assert "tuner.target_modules: value '--tuner_type=full' begins with '-'" in done.stderr
