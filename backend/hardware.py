@@ -20,8 +20,9 @@ from typing import Any, Literal, TypeVar
 
 import psutil
 
+from backend.units import gib
+
 T = TypeVar("T")
-GIB = 2**30
 logger = logging.getLogger(__name__)
 
 
@@ -66,9 +67,6 @@ class GpuInfo:
     def describe(self) -> str:
         """One line: `0: NVIDIA A100 80GB  12.0/80.0 GiB used, 63.5 free  util 45%  sm 8.0 bf16  2 procs`."""
 
-        def gib(value: int | None) -> str:
-            return "N/A" if value is None else f"{value / GIB:.1f}"
-
         util = "N/A" if self.utilization_percent is None else f"{self.utilization_percent}%"
         cc = "sm N/A" if self.compute_capability is None else "sm {}.{}".format(*self.compute_capability)
         bf16 = {True: "bf16", False: "no bf16", None: "bf16 N/A"}[self.supports_bf16]
@@ -109,7 +107,7 @@ class HardwareInfo:
     def describe(self) -> str:
         if not self.gpus:
             reason = f" ({self.nvml_error})" if self.nvml_error else ""
-            return f"no NVIDIA GPU{reason}; {self.cpu_count} CPU cores, {self.ram_total_bytes / 2**30:.0f} GiB RAM"
+            return f"no NVIDIA GPU{reason}; {self.cpu_count} CPU cores, {gib(self.ram_total_bytes, 0)} GiB RAM"
         names = ", ".join(f"{g.index}: {g.name}" for g in self.gpus)
         return f"{len(self.gpus)} GPU(s) [{names}]; {self.cpu_count} CPU cores"
 

@@ -19,6 +19,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 SHIPPED_PROFILES_DIR = REPO_DIR / "profiles"
 BUILTIN_DATASETS = {"self-cognition": PACKAGE_DIR / "demo" / "data" / "self_cognition.jsonl"}
+# (model_type, template) swift must be told for the built-in models: it cannot infer them from a local folder
+BUILTIN_SWIFT_TYPES = ("qwen2", "qwen")
 
 
 def cache_dir() -> Path:

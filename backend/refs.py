@@ -28,7 +28,14 @@ from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, looks_lo
 
 Origin = Literal["builtin", "local", "hf-cache", "modelscope-cache", "hub", "run"]
 RUN_PREFIX = "run:"
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
+# the one hub-id rule (Hugging Face and ModelScope alike): Org/Name in ASCII letters, digits, `_.-`, the
+# organisation starting with a letter or digit, no `..` (a path, never an id)
+HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
+
+
+def is_hub_id(ref: str) -> bool:
+    """Whether `ref` is written as a hub id (whether the hub has it is another question)."""
+    return HUB_ID.fullmatch(ref) is not None
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ def resolve_model_ref(ref: str, base_dir: Path | None = None, *, build: bool = F
         if not path.is_dir():
             return ModelRef(ref, "local", problem=f"folder {ref!r} does not exist")
         return ModelRef(ref, "local", path.resolve())
-    if not HUB_ID.fullmatch(ref):
+    if not is_hub_id(ref):
         return ModelRef(ref, "hub", problem=f"{ref!r} is neither a folder, builtin:NAME, run:ID nor a hub id "
                                              "Org/Name")
     cached = hf_snapshot(ref)

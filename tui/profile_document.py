@@ -17,13 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from backend.paths import SHIPPED_PROFILES_DIR, is_builtin, looks_local
+from backend.paths import BUILTIN_SWIFT_TYPES, SHIPPED_PROFILES_DIR, is_builtin, looks_local
 from backend.profile import LaunchProfile, ProfileError, load_profile, profile_to_toml, save_profile
 from tui.command_text import display_path
 from tui.profile_fields import get_value, is_visible, set_value
 
 REBASED_FIELDS = ("model.source", "data.train", "data.val", "output.output_dir")
-BUILTIN_TYPES = ("qwen2", "qwen")  # what swift must be told for the built-in models
 
 
 class SaveRefused(Exception):
@@ -127,11 +126,11 @@ class ProfileDocument:
         swift cannot infer model_type/template for the built-in models: they are set with one,
         and cleared again when another model replaces it."""
         model = self.profile.model
-        had_builtin_types = (model.model_type, model.template) == BUILTIN_TYPES
+        had_builtin_types = (model.model_type, model.template) == BUILTIN_SWIFT_TYPES
         self.set("model.source", source)
         if is_builtin(source) and model.model_type is None and model.template is None:
-            self.set("model.model_type", BUILTIN_TYPES[0])
-            self.set("model.template", BUILTIN_TYPES[1])
+            self.set("model.model_type", BUILTIN_SWIFT_TYPES[0])
+            self.set("model.template", BUILTIN_SWIFT_TYPES[1])
             return "model_type qwen2 and template qwen set: swift cannot infer them for the built-in model."
         if not is_builtin(source) and had_builtin_types:
             self.set("model.model_type", None)

@@ -10,14 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from backend.estimate.planner import TERM_HELP, Estimate
+from backend.units import gib
 
-GIB = 2**30
 BAR_WIDTH = 28
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-
-
-def gib(value: float) -> str:
-    return f"{value / GIB:,.2f}"
 
 
 def bar(value: float, largest: float, width: int = BAR_WIDTH) -> str:
@@ -78,8 +74,8 @@ def _breakdown_table(est: Estimate, describe_terms: bool) -> Table:
     largest = max(shown.values(), default=0)
     for name, value in shown.items():
         extra = [TERM_HELP.get(name, "")] if describe_terms else []
-        table.add_row(name, gib(value), f"{value / total:.0%}", bar(value, largest), *extra)
-    table.add_row("total", gib(total), "100%", "", *(["per device"] if describe_terms else []), style="bold")
+        table.add_row(name, gib(value, 2), f"{value / total:.0%}", bar(value, largest), *extra)
+    table.add_row("total", gib(total, 2), "100%", "", *(["per device"] if describe_terms else []), style="bold")
     return table
 
 
@@ -97,27 +93,27 @@ def _seed_table(est: Estimate) -> Table:
     rows = [
         ("parameters", f"{seed.phi / 1e9:.2f}B", f"{est.shape.total_params / 1e9:.2f}B",
          "12*nl*hd^2: GPT 4hd MLP, no embeddings"),
-        ("model states GiB", gib(seed.model_states_bytes), gib(ours_states),
+        ("model states GiB", gib(seed.model_states_bytes, 2), gib(ours_states, 2),
          "16*Phi unsharded vs tuner + sharding"),
-        ("act. checkpoints GiB", gib(seed.activation_checkpoint_bytes),
-         gib(checkpoints) if req.gradient_checkpointing else "off", "same 2*bsz*seq*hd per layer"),
-        ("activations GiB", gib(seed.activation_checkpoint_bytes + seed.activation_working_bytes),
-         gib(b["activations"]), "textbook keeps s^2 scores; SwiGLU wider"),
-        ("logits GiB", "-", gib(b["logits"]), "no vocabulary term in the textbook"),
-        ("state working GiB", gib(seed.model_state_working_bytes), gib(b["sharding_working"]),
+        ("act. checkpoints GiB", gib(seed.activation_checkpoint_bytes, 2),
+         gib(checkpoints, 2) if req.gradient_checkpointing else "off", "same 2*bsz*seq*hd per layer"),
+        ("activations GiB", gib(seed.activation_checkpoint_bytes + seed.activation_working_bytes, 2),
+         gib(b["activations"], 2), "textbook keeps s^2 scores; SwiGLU wider"),
+        ("logits GiB", "-", gib(b["logits"], 2), "no vocabulary term in the textbook"),
+        ("state working GiB", gib(seed.model_state_working_bytes, 2), gib(b["sharding_working"], 2),
          "one hd x 4hd linear vs whole FSDP units"),
     ]
     for row in rows:
         table.add_row(*row)
-    table.add_row("total GiB", gib(seed.total_bytes), gib(est.per_device_total_bytes),
+    table.add_row("total GiB", gib(seed.total_bytes, 2), gib(est.per_device_total_bytes, 2),
                   "refined adds context, allocator", style="bold")
     return table
 
 
 def _host_line(est: Estimate) -> Text:
-    steady = ", ".join(f"{k} {gib(v)}" for k, v in est.host_breakdown.items() if v)
-    return Text(f"Host RAM per node: {gib(est.host_total_bytes)} GiB (steady {gib(est.host_steady_bytes)}: "
-                f"{steady}; load-time peak {gib(est.host_load_peak_bytes)})")
+    steady = ", ".join(f"{k} {gib(v, 2)}" for k, v in est.host_breakdown.items() if v)
+    return Text(f"Host RAM per node: {gib(est.host_total_bytes, 2)} GiB (steady {gib(est.host_steady_bytes, 2)}: "
+                f"{steady}; load-time peak {gib(est.host_load_peak_bytes, 2)})")
 
 
 def _fit_text(est: Estimate) -> Text:
@@ -125,7 +121,7 @@ def _fit_text(est: Estimate) -> Text:
     assert fit is not None
     style = {"fits": "green", "tight": "yellow", "does not fit": "red"}[fit.status]
     text = Text()
-    text.append(f"GPU {gib(fit.gpu_memory_bytes)} GiB: ")
+    text.append(f"GPU {gib(fit.gpu_memory_bytes, 2)} GiB: ")
     text.append(f"{fit.status.upper()} ({fit.utilization:.0%})", style=f"bold {style}")
     batch = fit.max_batch_size if fit.max_batch_size is not None else "none (batch 1 does not fit)"
     length = "none" if fit.max_length is None else f"{fit.max_length:,}"
@@ -134,7 +130,7 @@ def _fit_text(est: Estimate) -> Text:
     text.append(f"\nlargest batch size that fits: {batch}; largest max_length that fits: {length}")
     if fit.host_memory_bytes is not None:
         verdict = "fits" if fit.host_fits else "DOES NOT FIT"
-        text.append(f"\nhost RAM {gib(est.host_total_bytes)} of {gib(fit.host_memory_bytes)} GiB per node: {verdict}")
-    ladder = "; ".join(f"{s.label} {gib(s.per_device_total_bytes)}{'' if s.fits else ' x'}" for s in fit.strategies)
+        text.append(f"\nhost RAM {gib(est.host_total_bytes, 2)} of {gib(fit.host_memory_bytes, 2)} GiB per node: {verdict}")
+    ladder = "; ".join(f"{s.label} {gib(s.per_device_total_bytes, 2)}{'' if s.fits else ' x'}" for s in fit.strategies)
     text.append(f"\ncheapest strategy that fits: {fit.cheapest_strategy or 'none'}  [GiB per GPU: {ladder}]")
     return text

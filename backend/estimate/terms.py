@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from backend.estimate.request import DTYPE_BYTES, EstimateRequest
 from backend.estimate.shape import ModelShape
+from backend.units import GIB, MIB
 
-GIB = 2**30
-CUDA_CONTEXT_BYTES = 600 * 2**20  # CUDA context + cuBLAS workspace per process (nvidia-smi: 0.5-0.8 GiB)
-NCCL_BUFFER_BYTES = 500 * 2**20  # NCCL channels/buffers per process when world size > 1
+CUDA_CONTEXT_BYTES = 600 * MIB  # CUDA context + cuBLAS workspace per process (nvidia-smi: 0.5-0.8 GiB)
+NCCL_BUFFER_BYTES = 500 * MIB  # NCCL channels/buffers per process when world size > 1
 ALLOCATOR_STATIC_FRACTION = 0.05  # caching-allocator slack on long-lived tensors
 ALLOCATOR_DYNAMIC_FRACTION = 0.10  # fragmentation from activations and other churn
 HOST_PROCESS_BYTES = 3 * GIB  # RSS of one training process: Python, torch, CUDA libs, tokenizer, data

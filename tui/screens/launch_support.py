@@ -10,6 +10,7 @@ from backend.hardware import HardwareInfo
 from backend.models import SwiftInference, describe_source
 from backend.profile import LaunchProfile
 from backend.oracle.swift_data import summary_line as data_summary_line
+from backend.units import gib
 from backend.validate import Problem
 
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
@@ -19,7 +20,7 @@ def hardware_line(hardware: HardwareInfo | None) -> str:
     if hardware is None:
         return "detecting hardware…"
     if not hardware.has_cuda:
-        return f"no GPU · {hardware.cpu_count} CPUs · {hardware.ram_total_bytes / 2**30:.0f} GiB"
+        return f"no GPU · {hardware.cpu_count} CPUs · {gib(hardware.ram_total_bytes, 0)} GiB"
     names = sorted({g.name.removeprefix("NVIDIA ") for g in hardware.gpus})
     return f"{len(hardware.gpus)}× {', '.join(names)}"
 

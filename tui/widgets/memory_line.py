@@ -21,11 +21,11 @@ from textual.widgets import Static
 from backend.command import uses_cpu
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
+from backend.units import gib
 from tui.screens.launch_support import model_dir_of
 from tui.widgets.quiet import show_text
 from tui.worker_failures import WorkerFailures
 
-GIB = 2**30
 
 
 def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo) -> str:
@@ -57,16 +57,16 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
     host = data.get("host_total_bytes")
     if device is None:
         return "Memory forecast: the planner returned no per-device total."
-    host_text = f"host RAM {host / GIB:.2f} GiB" if host is not None else ""
+    host_text = f"host RAM {gib(host, 2)} GiB" if host is not None else ""
     if on_cpu:
-        ram = f" of {hardware.ram_total_bytes / GIB:.0f} GiB" if host is not None else ""
-        return f"Memory (CPU run): {host_text}{ram} · on a GPU: {device / GIB:.2f} GiB per GPU"
-    parts = [f"Memory: {device / GIB:.2f} GiB per GPU"]
+        ram = f" of {gib(hardware.ram_total_bytes, 0)} GiB" if host is not None else ""
+        return f"Memory (CPU run): {host_text}{ram} · on a GPU: {gib(device, 2)} GiB per GPU"
+    parts = [f"Memory: {gib(device, 2)} GiB per GPU"]
     sizes = [g.memory_total_bytes for g in hardware.gpus if g.memory_total_bytes]
     if sizes:
         smallest = min(sizes)
         verdict = "does not fit" if device > smallest else "fits"
-        parts.append(f"{verdict} in {smallest / GIB:.0f} GiB ({100 * device / smallest:.0f}%)")
+        parts.append(f"{verdict} in {gib(smallest, 0)} GiB ({100 * device / smallest:.0f}%)")
     if host_text:
         parts.append(host_text)
     return " · ".join(parts)

@@ -1,26 +1,10 @@
-"""Numbers as the monitor and the runs list print them."""
+"""Numbers as the monitor and the runs list print them (sizes and durations: backend.units, the one formatter)."""
 
 from __future__ import annotations
 
+from backend.units import duration, size
 
-def size(n: float | None) -> str:
-    """Bytes in the largest binary unit that keeps the number readable."""
-    if n is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover - loop always returns
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(max(0, seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s"
+__all__ = ["duration", "number", "size", "step_of"]
 
 
 def number(value: float | None, digits: int = 4) -> str:
