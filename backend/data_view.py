@@ -4,7 +4,8 @@ trained-token view of one row. Both as Rich `Text` (terminal, TUI) and as plain 
 The trained-token view is the row exactly as the template renders it: tokens whose loss counts
 (labels != -100) are highlighted (plain: inside ⟦ ⟧), the rest (system, user, tool parts, the
 template's own scaffolding) is dimmed, special tokens stand out, and the `max_length` cut is marked.
-Text from the data is always appended as plain text, never parsed as markup.
+Text from the data is always appended as plain text, never parsed as markup, and its control characters
+are shown as escapes (`\\x1b`): a row or a reason never acts on the terminal (safe_text).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+
+from backend.safe_text import visible, visible_lines
 
 TRAINED = "bold green"
 CONTEXT = "dim"
@@ -38,7 +41,8 @@ def row_header(answer: dict[str, Any]) -> str:
     tokens, trained = answer.get("tokens", 0), answer.get("trained_tokens", 0)
     share = f"{100 * trained / tokens:.1f} %" if tokens else "0 %"
     line = f", line {answer['line']}" if answer.get("line") else ""
-    return (f"row {answer.get('row')} of {answer.get('ref')}{line} · template {answer.get('template')} · "
+    ref, template = visible(answer.get("ref")), visible(answer.get("template"))
+    return (f"row {answer.get('row')} of {ref}{line} · template {template} · "
             f"{tokens} tokens, {trained} trained ({share}) · max_length {answer.get('max_length')}")
 
 
@@ -62,7 +66,7 @@ def row_text(answer: dict[str, Any], *, markers: bool = False) -> Text:
     text = Text()
     if answer.get("error"):
         where = f"row {answer.get('row')} of {answer.get('ref')}" if answer.get("row") else str(answer.get("ref"))
-        text.append(f"{where}: {answer['error']}", style="red")
+        text.append(visible_lines(f"{where}: {answer['error']}"), style="red")
         return text
     text.append(row_header(answer) + "\n", style="bold")
     text.append_text(legend(markers))
@@ -112,7 +116,7 @@ def _style(segment: dict[str, Any]) -> str:
 
 
 def _piece(segment: dict[str, Any]) -> str:
-    piece = segment.get("text", "")
+    piece = visible_lines(segment.get("text", ""))
     return "<special>" if segment.get("special") and not piece else piece
 
 
@@ -147,15 +151,15 @@ def _percent(part: float, whole: float) -> str:
 def dataset_text(data: dict[str, Any], *, listed: int = 5) -> Text:
     """One dataset entry of swift's report."""
     text = Text()
-    text.append(str(data.get("ref")), style="bold")
+    text.append(visible(data.get("ref")), style="bold")
     status = data.get("status")
     if status == "hub":
-        text.append(f"\n  {data.get('note')}\n", style="dim")
+        text.append(f"\n  {visible(data.get('note'))}\n", style="dim")
         return text
     if status == "unreadable":
-        text.append(f"\n  ✗ {data.get('error')}\n", style="red")
+        text.append(f"\n  ✗ {visible(data.get('error'))}\n", style="red")
         for bad in data.get("bad_lines", [])[:listed]:
-            text.append(f"    line {bad['line']}: {bad['reason']}\n", style="red")
+            text.append(f"    line {bad['line']}: {visible(bad['reason'])}\n", style="red")
         return text
     sample = "  (#N sample)" if data.get("sampled_ref") else ""
     text.append(f"{sample}\n  swift keeps {data.get('rows', 0):,} of {data.get('rows_in_file', 0):,} rows")
@@ -164,14 +168,14 @@ def dataset_text(data: dict[str, Any], *, listed: int = 5) -> Text:
     text.append("\n")
     for bad in data.get("dropped_rows", [])[:listed]:
         where = f"line {bad['line']}" if bad.get("line") else f"row {bad['row']}"
-        text.append(f"    ✗ {where}: {bad['reason']}\n", style="red")
+        text.append(f"    ✗ {where}: {visible(bad['reason'])}\n", style="red")
     if data.get("dropped", 0) > listed:
         text.append(f"    … and {data['dropped'] - listed:,} more\n", style="red")
     if status == "empty":
-        text.append(f"  ✗ {data.get('error')}\n", style="red")
+        text.append(f"  ✗ {visible(data.get('error'))}\n", style="red")
         return text
     if data.get("note"):
-        text.append(f"  {data['note']}\n", style="dim")
+        text.append(f"  {visible(data['note'])}\n", style="dim")
     if "token_lengths" not in data:
         return text
     lengths = data["token_lengths"]
@@ -195,7 +199,7 @@ def dataset_text(data: dict[str, Any], *, listed: int = 5) -> Text:
                     style="red")
         for bad in data.get("encode_error_rows", [])[:listed]:
             where = f"line {bad['line']}" if bad.get("line") else f"row {bad['row']}"
-            text.append(f"    ✗ {where}: {bad['reason']}\n", style="red")
+            text.append(f"    ✗ {where}: {visible(bad['reason'])}\n", style="red")
     return text
 
 
@@ -204,8 +208,8 @@ def report_text(report: dict[str, Any]) -> Text:
     text = Text()
     choice = report.get("model_choice")
     if choice:  # swift cannot encode a row until the user sets model_type / template
-        text.append(f"⚠ {choice['message']}: rows are loaded, not encoded.\n", style="bold yellow")
-        text.append(f"  {choice['fix']}\n", style="yellow")
+        text.append(f"⚠ {visible(choice['message'])}: rows are loaded, not encoded.\n", style="bold yellow")
+        text.append(f"  {visible(choice['fix'])}\n", style="yellow")
     for data in report.get("datasets", []):
         text.append_text(dataset_text(data))
     steps = report.get("steps_per_epoch")
@@ -218,5 +222,5 @@ def report_text(report: dict[str, Any]) -> Text:
                     f"{batch.get('gradient_accumulation_steps')} × {batch.get('world_size')} processes{packing})\n",
                     style="bold")
     if report.get("template_note") and not choice:
-        text.append(f"{report['template_note']}\n", style="dim")
+        text.append(f"{visible(report['template_note'])}\n", style="dim")
     return text

@@ -39,8 +39,9 @@ def visible(text: object, limit: int | None = None) -> str:
 
 
 def visible_lines(text: object) -> str:
-    """`visible` line by line: the line breaks stay breaks (a template's turns, a multi-line error)."""
-    return "\n".join(visible(line) for line in str(text).split("\n"))
+    """`visible`, except that line breaks and tabs stay as they are (a template's turns, a multi-line error,
+    indented code in a row): only what would act on the terminal or hide itself is escaped."""
+    return "".join(c if c in "\n\t" or not is_hidden(c) else _escape(c) for c in str(text))
 
 
 def shell_escape(char: str) -> str:

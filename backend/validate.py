@@ -461,8 +461,9 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
                       "Give a step count, or -1 to train by num_train_epochs.")
     for key in ("train", "val"):
         for ref in getattr(profile.data, key):
-            if not ref.startswith("-") and not looks_local(ref.partition("#")[0]) and any(c.isspace() for c in ref) and \
-                    not ref.partition("#")[0].endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
+            path_part = ref.partition("#")[0]
+            if not ref.startswith("-") and not looks_local(path_part) and any(c.isspace() for c in ref) and \
+                    not path_part.endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
                               "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile
 from backend.runs.layout import RunFolder
+from backend.safe_text import visible_lines
 
 # soft wrap: a long path or command is printed on one line, so it can be copied as is
 console = Console(soft_wrap=True)
@@ -34,7 +35,7 @@ def resolve_profile_path(name_or_path: str | Path) -> Path:
 def print_error(message: str) -> None:
     """One error line: the text is printed as is (no markup, no wrapping), so keys such as
     `[tuner]` survive and the line greps well."""
-    err_console.print("error: " + message, style="red", markup=False, highlight=False, soft_wrap=True)
+    err_console.print("error: " + visible_lines(message), style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

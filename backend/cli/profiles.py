@@ -10,8 +10,9 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.command import FlagLikeValue, LaunchPlan, build_launch
+from backend.command import FlagLikeValue, LaunchPlan, build_launch, redact_words
 from backend.hardware import detect_hardware
+from backend.safe_text import visible
 from backend.validate import errors, validate
 
 
@@ -52,7 +53,7 @@ def show(
         print_explanation(plan)
         return
     for problem in validate(loaded, hardware, base_dir=path.parent):
-        err_console.print(str(problem), style="yellow" if problem.severity == "warning" else "red",
+        err_console.print(visible(problem), style="yellow" if problem.severity == "warning" else "red",
                           markup=False, highlight=False, soft_wrap=True)
     console.print(f"# accelerate config: {plan.accelerate_config_path}", highlight=False, soft_wrap=True)
     console.print(plan.accelerate_yaml(), highlight=False, markup=False, end="")
@@ -67,9 +68,9 @@ def print_explanation(plan: LaunchPlan) -> None:
     for flag in plan.flags:
         value = " ".join(flag.values)
         source = f"forced: {flag.reason}" + (f" (see {flag.key})" if flag.key else "") if flag.forced else flag.key
-        console.print(f"--{flag.name} {value}  <- {source}", highlight=False, markup=False, soft_wrap=True)
-    for word in plan.extra:
-        console.print(f"{word}  <- extra_swift_args", highlight=False, markup=False, soft_wrap=True)
+        console.print(visible(f"--{flag.name} {value}  <- {source}"), highlight=False, markup=False, soft_wrap=True)
+    for word in redact_words(plan.extra):
+        console.print(visible(f"{word}  <- extra_swift_args"), highlight=False, markup=False, soft_wrap=True)
     from backend.command import managed_flags
 
     passed = {flag.name for flag in plan.flags}
@@ -86,7 +87,7 @@ def check(profile: Annotated[str, typer.Argument(help="Profile file, or the name
     loaded, path = load_or_exit(profile)
     problems = validate(loaded, detect_hardware(), base_dir=path.parent, ask_data=True)  # data: swift reads it
     for problem in problems:
-        console.print(str(problem), highlight=False, markup=False)
+        console.print(visible(problem), highlight=False, markup=False)
     if not problems:
         console.print(f"{path}: no problems found")
     if errors(problems):
@@ -198,7 +199,7 @@ def import_command(
         _print_refusal(err.reasons, [c.title() for c in err.commands] if len(err.commands) > 1 else [])
         raise typer.Exit(2) from None
     for note in result.notes:
-        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"note: {visible(note)}", markup=False, highlight=False, soft_wrap=True)
     if output is None:
         print(profile_to_toml(result.profile), end="")
         return
@@ -208,9 +209,9 @@ def import_command(
 
 def _print_refusal(reasons: list[str], commands: list[str]) -> None:
     for reason in reasons:
-        err_console.print(f"cannot import: {reason}", style="red", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"cannot import: {visible(reason)}", style="red", markup=False, highlight=False, soft_wrap=True)
     for number, title in enumerate(commands, 1):
-        err_console.print(f"  [{number}] {title}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"  [{number}] {visible(title)}", markup=False, highlight=False, soft_wrap=True)
     err_console.print("nothing was written", markup=False, highlight=False)
 
 

@@ -18,6 +18,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from backend.inspect_data import DatasetReport, Message as ChatMessage, inspect_ref, parse_ref
+from backend.safe_text import visible
 from tui.worker_failures import WorkerFailures, failure_text
 
 
@@ -25,13 +26,12 @@ PREVIEW_CHARS = 160
 
 
 def chat_text(messages: list[ChatMessage], indent: str = "  ") -> Text:
+    """A row's turns, one line each; control characters from the file shown as escapes, never sent."""
     text = Text()
     for message in messages:
-        content = " ".join(message["content"].split())
-        if len(content) > PREVIEW_CHARS:
-            content = content[:PREVIEW_CHARS - 1] + "…"
+        content = visible(" ".join(message["content"].split()), limit=PREVIEW_CHARS)
         style = {"user": "cyan", "assistant": "green", "system": "magenta"}.get(message["role"], "yellow")
-        text.append(f"{indent}{message['role']}: ", style=f"bold {style}")
+        text.append(f"{indent}{visible(message['role'])}: ", style=f"bold {style}")
         text.append(content + "\n")
     return text
 
@@ -41,11 +41,11 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
     (backend/data_view.py) replaces it when it arrives."""
     ref = report.ref
     text = Text()
-    text.append(ref.ref, style="bold")
+    text.append(visible(ref.ref), style="bold")
     sample = f", {ref.sample:,} rows sampled" if ref.sample else ""
     text.append(f"  [{ref.kind}{sample}]\n", style="dim")
     if ref.problem:
-        text.append(f"✗ {ref.problem}\n", style="red")
+        text.append(f"✗ {visible(ref.problem)}\n", style="red")
         return text
     if ref.kind == "hub":
         text.append("hub dataset: swift downloads it at launch; it cannot be previewed offline\n", style="dim")
@@ -55,7 +55,7 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
         text.append("scanning…\n", style="dim")
         return text
     if scan.unreadable:
-        text.append(f"✗ {scan.unreadable}\n", style="bold red")
+        text.append(f"✗ {visible(scan.unreadable)}\n", style="bold red")
     state = "" if scan.complete else " (scan stopped early)"
     used = f" ({report.rows_used:,} used: #{ref.sample})" if ref.sample else ""
     text.append(f"{scan.rows:,} rows{used}")
@@ -63,7 +63,7 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
         text.append(f", {scan.malformed_count:,} that swift drops", style="bold red")
     text.append(f"{state} · first look; swift's own report follows\n", style="")
     for bad in scan.malformed[:malformed_shown]:
-        text.append(f"  ✗ {bad}\n", style="red")
+        text.append(f"  ✗ {visible(bad)}\n", style="red")
     if scan.malformed_count > malformed_shown:
         text.append(f"  … and {scan.malformed_count - malformed_shown:,} more\n", style="red")
     if scan.chars:

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static, TextArea
 
 from backend.profile import LaunchProfile
+from tui.safe import plain
 
 
 class ImportCommandScreen(ModalScreen[LaunchProfile | None]):
@@ -84,9 +85,9 @@ class ImportCommandScreen(ModalScreen[LaunchProfile | None]):
 
     def _show(self, profile: LaunchProfile | None, preview: str, status: str, refused: bool) -> None:
         self.profile = profile
-        self.query_one("#import-preview", Static).update(preview)
+        self.query_one("#import-preview", Static).update(plain(preview))  # a script's text: escapes shown, no markup
         status_line = self.query_one("#import-status", Static)
-        status_line.update(status)
+        status_line.update(plain(status))
         status_line.set_class(refused, "-refused")
         self.query_one("#import-ok", Button).disabled = profile is None
 

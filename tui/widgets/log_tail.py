@@ -65,5 +65,5 @@ class LogTail(Vertical):
             text = fallback or ""
         self.diagnosis_text = text
         widget = self.query_one("#diagnosis", Static)
-        show_text(widget, text)
+        show_text(widget, plain(text))  # a summary quotes a log line: its escapes are shown, never sent
         widget.set_class(bool(text), "-shown")

@@ -1,0 +1,98 @@
+"""Issue #29, High 2: text from files never acts on the terminal. A dataset row, a log line, a script or a
+system prompt holding `ESC [2J` (clear the screen) or `ESC ]0;TITLE BEL` (set the window title) is shown
+with its control characters as escapes in the Data tab, `data show|inspect`, the monitor's diagnosis
+line, `workbench show` and `workbench import`; `show` quotes them as bash `$'...'` so the line pastes
+exactly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+
+from backend.command import build_launch
+from backend.data_view import report_text as swift_report_text, row_text
+from backend.export.shell import quote
+from backend.inspect_data import inspect_ref
+from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import load_profile
+from backend.runs.diagnose import Diagnosis
+from tests.fakes import CPU_BOX
+from tests.tui.conftest import shown
+from tui.widgets.dataset_details import report_text
+from tui.widgets.log_tail import LogTail
+
+CLEAR, TITLE = "\x1b[2J", "\x1b]0;TITLE\x07"
+CLEAR_SHOWN, TITLE_SHOWN = "\\x1b[2J", "\\x1b]0;TITLE\\x07"
+
+
+def _raw(text: str) -> bool:
+    return "\x1b" in text or "\x07" in text
+
+
+def test_the_data_tab_preview_shows_a_rows_escapes(tmp_path: Path) -> None:
+    data = tmp_path / "evil.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": f"hi {CLEAR} there"},
+                                             {"role": "assistant", "content": f"ok {TITLE}"}]}) + "\n")
+    shown_text = report_text(inspect_ref(str(data))).plain
+    assert not _raw(shown_text)
+    assert f"user: hi {CLEAR_SHOWN} there" in shown_text and f"assistant: ok {TITLE_SHOWN}" in shown_text
+
+
+def test_data_show_and_inspect_show_escapes() -> None:
+    answer = {"row": 1, "ref": "evil.jsonl", "template": "qwen", "tokens": 4, "trained_tokens": 2, "max_length": 64,
+              "segments": [{"text": f"<|im_start|>user\nhi {CLEAR}\n", "tokens": 2, "trained": False},
+                           {"text": f"ok {TITLE}", "tokens": 2, "trained": True}]}
+    for markers in (False, True):
+        text = row_text(answer, markers=markers).plain
+        assert not _raw(text)
+        assert f"user\nhi {CLEAR_SHOWN}\n" in text and f"ok {TITLE_SHOWN}" in text  # line breaks stay breaks
+    report = {"datasets": [{"ref": f"evil{TITLE}.jsonl", "status": "unreadable", "error": f"bad {CLEAR}",
+                            "bad_lines": [{"line": 3, "reason": f"not JSON: {CLEAR}"}]}]}
+    text = swift_report_text(report).plain
+    assert not _raw(text)
+    assert f"evil{TITLE_SHOWN}.jsonl\n  ✗ bad {CLEAR_SHOWN}\n    line 3: not JSON: {CLEAR_SHOWN}\n" == text
+
+
+class _Tail(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LogTail()
+
+
+async def test_the_monitors_diagnosis_line_shows_escapes() -> None:
+    app = _Tail()
+    async with app.run_test(size=(120, 10)) as pilot:
+        tail = app.query_one(LogTail)
+        tail.set_diagnosis(Diagnosis("exception", f"ValueError: {TITLE}", f"ValueError: {TITLE}", "see the log"))
+        await pilot.pause()
+        line = shown(tail.query_one("#diagnosis"))
+        assert line == f"✗ ValueError: {TITLE_SHOWN} — see the log"
+        for strip in tail.query_one("#diagnosis").render_lines(tail.query_one("#diagnosis").region.reset_offset):
+            assert not _raw(strip.text)
+
+
+def test_show_quotes_control_characters_so_the_line_pastes_exactly(tmp_path: Path) -> None:
+    prompt = f"be {CLEAR} brief\n{TITLE} ok 'x' \\ \u202eevil"
+    profile = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml")
+    profile.model.system = prompt
+    line = build_launch(profile, tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR).shell_line()
+    assert not _raw(line) and "\n" not in line and "\u202e" not in line
+    word = quote(f"--system={prompt}")
+    assert word in line
+    assert word == "$'--system=be \\x1b[2J brief\\n\\x1b]0;TITLE\\x07 ok \\'x\\' \\\\ \\u202eevil'"
+    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True).stdout
+    assert echoed == f"--system={prompt}"  # bash reads the printed word back as the exact value
+
+
+def test_import_does_not_echo_a_scripts_escape_and_nul_bytes(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_bytes(b"swift sft --model Qwen/Qwen2-0.5B --dataset d.jsonl --model_author 'a\x1b]0;TITLE\x07' "
+                       b"b\x00c\n")
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script)], capture_output=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert b"\x1b" not in done.stderr and b"\x00" not in done.stderr and b"\x07" not in done.stderr
+    assert b"cannot import: --model_author a\\x1b]0;TITLE\\x07 b\\x00c: " in done.stderr, done.stderr
