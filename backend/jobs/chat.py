@@ -8,7 +8,11 @@ messages); without it they queue up for `events()` / `ask()` (the CLI).
 
 The worker is killed (its whole process group) by `close()`, when the client is garbage
 collected, at interpreter exit, and it ends by itself when its stdin closes, so even a
-client killed with SIGKILL leaves no worker behind.
+client killed with SIGKILL leaves no worker behind. `close()` waits a bounded time.
+
+A stdout line that is JSON but not a message of the protocol (not an object, a field missing or
+of the wrong type) means the worker cannot be trusted any more: it is killed and WorkerDied says
+what it sent, so the user never waits on a reader that is gone.
 """
 
 from __future__ import annotations
@@ -116,6 +120,22 @@ class ChatWorkerError(RuntimeError):
     pass
 
 
+_MISSING = object()
+
+
+def _field(message: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
+    """`message[key]` if it is of `kind` (an int counts as a float; None where the default is None);
+    KeyError when it is missing without a default, TypeError when it is of another type."""
+    value = message.get(key, default)
+    if value is _MISSING:
+        raise KeyError(f"the message has no {key!r}")
+    if value is None and default is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else kind):
+        raise TypeError(f"{key!r} is {type(value).__name__}, not {kind.__name__}")
+    return float(value) if kind is float else value
+
+
 # ---------------------------------------------------------------- the client
 
 _LIVE: weakref.WeakSet[ChatClient] = weakref.WeakSet()
@@ -187,8 +207,9 @@ class ChatClient:
         self._kill(timeout)
 
     def _kill(self, timeout: float = 3.0) -> None:
-        """Kill the worker's process group and reap it. Once it is no longer `self._process`,
-        its reader thread drops whatever it still says, its end included."""
+        """Kill the worker's process group and reap it, in at most about 2 x `timeout` seconds (a
+        process the kernel cannot take yet is left to a reaper thread). Once it is no longer
+        `self._process`, its reader thread drops whatever it still says, its end included."""
         with self._lock:
             process, self._process = self._process, None
         _LIVE.discard(self)
@@ -209,7 +230,8 @@ class ChatClient:
                 process.wait(wait)
             except subprocess.TimeoutExpired:
                 continue
-        process.wait()
+        if process.poll() is None:  # SIGKILLed but not gone yet (a disk in uninterruptible sleep)
+            threading.Thread(target=process.wait, daemon=True, name=f"{self.name}-reap").start()
 
     def __del__(self) -> None:
         process = getattr(self, "_process", None)
@@ -319,7 +341,11 @@ class ChatClient:
                 continue
             if process is not self._process:
                 continue  # a worker being killed: what it still says belongs to no one
-            event = self._event_of(message)
+            try:
+                event = self._event_of(message)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                self._protocol_broken(process, line)
+                continue
             if event is not None:
                 self._dispatch(event)
         code = process.wait()
@@ -333,28 +359,45 @@ class ChatClient:
             if line.strip():
                 self._stderr.append(line.rstrip())
 
+    def _protocol_broken(self, process: subprocess.Popen[str], line: str) -> None:
+        """The worker said something that is not a message: it is killed, and its end (read next by
+        this thread) is reported with what it sent."""
+        shown = line.strip()
+        self._fatal = self._fatal or (f"it sent a line that is not a message of the chat protocol: "
+                                      f"{printable(shown[:200])}{'...' if len(shown) > 200 else ''}")
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def _event_of(self, message: dict[str, Any]) -> ChatEvent | None:
+        """The event a protocol message is; KeyError/TypeError/AttributeError when it is not one."""
+        if not isinstance(message, dict):
+            raise TypeError(f"a message is a JSON object, not {type(message).__name__}")
         kind = message.get("type")
         if kind == "status":
-            return Status(message.get("message", ""))
+            return Status(_field(message, "message", str, ""))
         if kind == "ready":
-            self.ready = Ready(time.monotonic() - self._started_at, message.get("import_seconds", 0.0),
-                               message.get("load_seconds", 0.0))
+            self.ready = Ready(time.monotonic() - self._started_at, _field(message, "import_seconds", float, 0.0),
+                               _field(message, "load_seconds", float, 0.0))
             return self.ready
         if kind == "chunk":
-            return Chunk(message["id"], message["text"])
+            return Chunk(_field(message, "id", str), _field(message, "text", str))
         if kind == "done":
-            if message["id"] == self.current_id:
+            done = Done(_field(message, "id", str), _field(message, "text", str), _field(message, "finish_reason", str),
+                        _field(message, "tokens", int, 0), _field(message, "first_token_seconds", float, None),
+                        _field(message, "seconds", float, 0.0))
+            if done.request_id == self.current_id:
                 self.current_id = None
-            return Done(message["id"], message["text"], message["finish_reason"], message.get("tokens", 0),
-                        message.get("first_token_seconds"), message.get("seconds", 0.0))
+            return done
         if kind == "error":
             if message.get("fatal"):
-                self._fatal = message.get("message")
+                self._fatal = _field(message, "message", str, "unknown error")
                 return None  # the worker exits next; WorkerDied carries this message
-            if message.get("id") == self.current_id:
+            failed = Failed(_field(message, "id", str, None), _field(message, "message", str, "unknown error"))
+            if failed.request_id == self.current_id:
                 self.current_id = None
-            return Failed(message.get("id"), message.get("message", "unknown error"))
+            return failed
         return None
 
     def _death_message(self, code: int) -> str:

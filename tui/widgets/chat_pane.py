@@ -4,12 +4,14 @@ Each `ChatPane` owns one `ChatClient` (backend/jobs/chat.py): the model loads in
 subprocess, so the TUI never imports torch. The client's reader thread posts every event to
 its pane as a `ChatPane.WorkerEvent` (post_message is thread-safe); the pane grows the answer
 chunk by chunk. Events of an answer the user dropped (ctrl+n) are ignored, so a stopped
-answer never lands in the next conversation.
+answer never lands in the next conversation. Closing the pane kills its worker in a thread (the
+client waits a bounded time for it): the UI never waits on a process.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from rich.text import Text
 from textual import on, work
@@ -31,6 +33,7 @@ from tui.safe import plain
 from tui.worker_failures import WorkerFailures
 
 ANSWER_PAINT_SECONDS = 0.1
+CLOSE_WAIT_SECONDS = 3.0  # for SIGTERM, then again for SIGKILL: a closed pane's worker is gone within ~6 s
 
 
 class PaintedByLayout:
@@ -179,7 +182,9 @@ class ChatPane(WorkerFailures, Vertical):
         self.start_worker()
 
     def on_unmount(self) -> None:
-        self.client.close()
+        # the app's worker, not the pane's: the pane's workers are cancelled as it goes
+        self.app.run_worker(partial(self.client.close, CLOSE_WAIT_SECONDS), thread=True, group="chat-close",
+                            exit_on_error=False, description="Stopping a chat's model worker")
 
     # -- the worker
 
