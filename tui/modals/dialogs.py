@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from rich.text import Text
 from textual import on
@@ -12,47 +14,56 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.button import ButtonVariant
 from textual.widgets.option_list import Option
 
 from tui.safe import plain
 
+T = TypeVar("T")
 
-class ConfirmScreen(ModalScreen[str | None]):
-    """A question with a few answers; Escape answers None."""
+
+@dataclass(frozen=True)
+class Choice(Generic[T]):
+    """One answer of a `ConfirmScreen`: its button and the typed value the screen returns for it."""
+
+    label: str
+    value: T
+    variant: ButtonVariant = "default"
+    key: str = ""
+    """The button's id is `choice-KEY` (default: its place, `choice-0`, `choice-1`, ...)."""
+
+
+class ConfirmScreen(ModalScreen[T | None], Generic[T]):
+    """A question with a few typed answers; the first one has the focus; Escape answers None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog-cancel", tooltip="Close without choosing")]
 
-    def __init__(self, title: str, body: str, choices: Sequence[tuple[str, str, str]], *, id: str | None = None):
-        """`choices`: (label, value, variant) per button; the first one has the focus."""
+    def __init__(self, title: str, body: str, choices: Sequence[Choice[T]], *, id: str | None = None):
         super().__init__(id=id, classes="dialog-screen")
         self.title_text = title
         self.body = body
-        self.choices = choices
+        self.choices = {f"choice-{c.key or index}": c for index, c in enumerate(choices)}
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
             yield Static(plain(self.body), classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
-                for label, value, variant in self.choices:
-                    yield Button(label, id=f"choice-{value}", variant=variant, compact=True)  # type: ignore[arg-type]
+                for button_id, choice in self.choices.items():
+                    yield Button(choice.label, id=button_id, variant=choice.variant, compact=True)
 
     def on_mount(self) -> None:
-        self.query(Button).first().focus()  # the first answer (the safe one) has the focus
-
-    def answer(self, value: str) -> object:
-        """What the screen returns for the button with this value."""
-        return value
+        self.query(Button).first().focus()  # the first answer has the focus
 
     @on(Button.Pressed)
     def _chosen(self, event: Button.Pressed) -> None:
-        self.dismiss(self.answer((event.button.id or "").removeprefix("choice-")))
+        self.dismiss(self.choices[event.button.id or ""].value)
 
 
-class ConfirmModal(ConfirmScreen):
-    """Ask before something that cannot be undone (stop, delete): returns True for yes.
+class ConfirmModal(ConfirmScreen[bool]):
+    """Ask before something that cannot be undone (stop, delete): True for yes.
 
-    Escape or "Cancel" answers False; `y` answers yes from the keyboard."""
+    "Cancel" (which has the focus) or Escape answers False; `y` answers yes from the keyboard."""
 
     BINDINGS = [
         Binding("escape", "dismiss(False)", "Cancel", id="confirm-cancel", tooltip="Close without doing it"),
@@ -60,11 +71,8 @@ class ConfirmModal(ConfirmScreen):
     ]
 
     def __init__(self, title: str, body: str, yes: str, *, danger: bool = True, id: str | None = None) -> None:
-        super().__init__(title, body, [("Cancel", "no", "default"), (yes, "ok", "error" if danger else "primary")],
-                         id=id)
-
-    def answer(self, value: str) -> bool:
-        return value == "ok"
+        super().__init__(title, body, [Choice("Cancel", False, "default", "no"),
+                                       Choice(yes, True, "error" if danger else "primary", "ok")], id=id)
 
 
 class PathPromptScreen(ModalScreen[Path | None]):

@@ -30,7 +30,7 @@ from backend.profile import LaunchProfile
 from backend.runs.layout import preview_dir
 from backend.validate import Problem, errors, validate
 from tui.messages import RunLaunched
-from tui.modals.dialogs import ConfirmScreen
+from tui.modals.dialogs import Choice, ConfirmScreen
 from tui.modals.dataset_picker import DatasetPickerScreen
 from tui.modals.model_picker import ModelPickerScreen
 from tui.profile_document import ProfileDocument
@@ -101,7 +101,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         self.document = ProfileDocument.open(profile_path)
         self.set_reactive(LaunchScreen.hardware, hardware)
         self.model_problems: tuple[Problem, ...] = ()  # swift cannot infer model_type / template
-        self._started = False  # workers and hidden tabs start after the first frame
+        self._started = False  # workers start after the first frame
 
     # ------------------------------------------------------------ what tests and the app read
 
@@ -143,14 +143,13 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             self.call_after_refresh(self.after_first_frame)
 
     def after_first_frame(self) -> None:
-        """Start the workers and fill the hidden tabs (called once the first frame is drawn)."""
+        """Start the workers (called once the first frame is drawn; the form fills its hidden tabs itself)."""
         if self._started or not self.is_mounted:
             return
         self._started = True
         if self.hardware is None:
             self._detect_hardware()
         self._follow()
-        self.form.mount_hidden_tabs()
 
     def on_resize(self) -> None:
         narrow = self.app.size.width < NARROW_BELOW
@@ -313,11 +312,12 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                         f"{len(blocking)} error(s)", severity="error", timeout=10, markup=False)
             return
         self.app.push_screen(ConfirmScreen("Launch this run?", launch_summary(self.profile, self.problems or ()),
-                                           [("Launch", "launch", "success"), ("Cancel", "cancel", "default")],
+                                           [Choice("Launch", True, "success", "launch"),
+                                            Choice("Cancel", False, "default", "cancel")],
                                            id="confirm-launch"), self._launch_confirmed)
 
-    def _launch_confirmed(self, answer: str | None) -> None:
-        if answer == "launch":
+    def _launch_confirmed(self, launch: bool | None) -> None:
+        if launch:
             self.notify("Starting the run…", timeout=4)
             self._start_run(self.profile.model_copy(deep=True), self.document.base_dir)
 

@@ -7,12 +7,13 @@ A mixin of `LaunchScreen`: the dialogs and messages are here, the work is `Profi
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.profile import write_text_atomic
 from tui.command_text import display_path, launch_script
-from tui.modals.dialogs import ConfirmScreen, PathPromptScreen, TextScreen
+from tui.modals.dialogs import Choice, ConfirmScreen, PathPromptScreen, TextScreen
 from tui.profile_document import ProfileDocument, SaveRefused, check_profile, profile_choices
 
 if TYPE_CHECKING:
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
     _Base = Screen
 else:
     _Base = object
+
+
+class Unsaved(Enum):
+    """What to do with unsaved changes before quitting (Cancel: None)."""
+
+    SAVE = "save"
+    DISCARD = "discard"
 
 
 def _is_toml(path: Path) -> str | None:
@@ -73,25 +81,27 @@ class ProfileFiles(_Base):
 
         if path.exists() and path != self.document.path:
             self.app.push_screen(ConfirmScreen("Replace file?", f"{display_path(path)} exists.",
-                                               [("Replace", "replace", "warning"), ("Cancel", "cancel", "default")]),
-                                 lambda answer: save() if answer == "replace" else None)
+                                               [Choice("Replace", True, "warning", "replace"),
+                                                Choice("Cancel", False, "default", "cancel")]),
+                                 lambda replace: save() if replace else None)
             return
         save()
 
     def confirm_quit(self, quit: Callable[[], object]) -> None:
         """Ask before quitting with unsaved changes; `quit` runs once they are saved or discarded."""
-        choices = [("Save and quit", "save", "primary"), ("Quit without saving", "discard", "error"),
-                   ("Cancel", "cancel", "default")]
+        choices: list[Choice[Unsaved | None]] = [Choice("Save and quit", Unsaved.SAVE, "primary", "save"),
+                                                 Choice("Quit without saving", Unsaved.DISCARD, "error", "discard"),
+                                                 Choice("Cancel", None, "default", "cancel")]
         body = (f"Profile '{self.document.profile.name}' has changes that are not saved.\n"
                 "Runs already started keep going either way.")
 
-        def answered(answer: str | None) -> None:
-            if answer == "discard":
+        def answered(answer: Unsaved | None) -> None:
+            if answer is Unsaved.DISCARD:
                 quit()
-            elif answer == "save" and (self.document.path is None or self.document.read_only):
+            elif answer is Unsaved.SAVE and (self.document.path is None or self.document.read_only):
                 self.app.switch_mode("launch")
                 self.action_save_as(then=quit)
-            elif answer == "save" and self.save_to(self.document.path):  # type: ignore[arg-type]
+            elif answer is Unsaved.SAVE and self.save_to(self.document.path):  # type: ignore[arg-type]
                 quit()
 
         self.app.push_screen(ConfirmScreen("Unsaved changes", body, choices, id="confirm-quit"), answered)
@@ -101,9 +111,9 @@ class ProfileFiles(_Base):
     def action_open(self) -> None:
         if self.document.is_dirty:
             self.app.push_screen(ConfirmScreen("Unsaved changes", "Opening another profile discards the changes "
-                                               "in the form.", [("Discard and open", "open", "warning"),
-                                                                ("Cancel", "cancel", "default")]),
-                                 lambda answer: self._ask_open() if answer == "open" else None)
+                                               "in the form.", [Choice("Discard and open", True, "warning", "open"),
+                                                                Choice("Cancel", False, "default", "cancel")]),
+                                 lambda discard: self._ask_open() if discard else None)
             return
         self._ask_open()
 
@@ -137,9 +147,9 @@ class ProfileFiles(_Base):
 
         if self.document.is_dirty:
             self.app.push_screen(ConfirmScreen("Unsaved changes", "Importing replaces the profile in the form.",
-                                               [("Discard and import", "import", "warning"),
-                                                ("Cancel", "cancel", "default")]),
-                                 lambda answer: ask() if answer == "import" else None)
+                                               [Choice("Discard and import", True, "warning", "import"),
+                                                Choice("Cancel", False, "default", "cancel")]),
+                                 lambda discard: ask() if discard else None)
             return
         ask()
 

@@ -4,7 +4,7 @@ The form edits the screen's `ProfileDocument`: an editor's `Edited` message is a
 document here, then `SettingsTabs.Changed` goes up. What comes back down is bound by the screen:
 `revision` (look at the document again: values set elsewhere, refused values, which fields
 matter), `problems` (each shown at its field), `hardware` and `suggestions`. Hidden tabs are
-filled after the first frame, or when first shown.
+filled after the first frame (Textual's `Lazy`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.lazy import Lazy
 from textual.message import Message
 from textual.reactive import var
 from textual.widget import Widget
@@ -67,7 +68,6 @@ class SettingsTabs(Vertical):
         self.document = document
         self.beside = beside
         self.editors: dict[str, FieldEditor] = {}
-        self._unmounted: dict[str, list[Widget]] = {}
         self._generation = document.generation
         self._precision = Static(id="precision-support", classes="tab-info", markup=False)
         self._distribution = Static(id="distribution-support", classes="tab-info", markup=False)
@@ -77,12 +77,9 @@ class SettingsTabs(Vertical):
         with TabbedContent(id="settings-tabs"):
             for index, (tab_id, title, sections) in enumerate(TABS):
                 with TabPane(title, id=f"tab-{tab_id}"):
-                    with VerticalScroll(id=f"scroll-{tab_id}", classes="settings-scroll", can_focus=False):
-                        content = list(self._tab_content(tab_id, sections))
-                        if index == 0:
-                            yield from content
-                        else:  # hidden tabs are filled after the first frame
-                            self._unmounted[tab_id] = content
+                    scroll = VerticalScroll(id=f"scroll-{tab_id}", classes="settings-scroll", can_focus=False)
+                    with Lazy(scroll) if index else scroll:  # hidden tabs are mounted after the first frame
+                        yield from self._tab_content(tab_id, sections)
 
     def _tab_content(self, tab_id: str, sections: list[str]) -> Iterator[Widget]:
         if tab_id == "precision":
@@ -100,19 +97,6 @@ class SettingsTabs(Vertical):
             yield editor
             if item in self.beside:
                 yield self.beside[item]
-
-    def mount_hidden_tabs(self) -> None:
-        for tab_id in list(self._unmounted):
-            self._mount_tab(tab_id)
-
-    def _mount_tab(self, tab_id: str) -> None:
-        content = self._unmounted.pop(tab_id, None)
-        if content and self.is_attached and self.app.is_running:  # not while the app is closing
-            self.query_one(f"#scroll-{tab_id}", VerticalScroll).mount_all(content)
-
-    @on(TabbedContent.TabActivated, "#settings-tabs")
-    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        self._mount_tab((event.pane.id or "").removeprefix("tab-"))
 
     # ------------------------------------------------------------ navigation
 
