@@ -70,6 +70,7 @@ class SwiftCommand:
     launcher: str  # swift | accelerate | torchrun | python
     launcher_args: list[str]
     args: list[str]
+    unresolved: list[str] = field(default_factory=list)  # words bash fills in at run time: refused
 
     def title(self) -> str:
         short = self.text if len(self.text) < 100 else self.text[:97] + "..."
@@ -108,7 +109,7 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
 
 def _words(line: str) -> list[list[str]]:
     """Shell words of one logical line, split into simple commands at ; && || (comments dropped)."""
-    line = re.sub(r"\$\(\s*which\s+swift\s*\)|`\s*which\s+swift\s*`", "swift", line)
+    line = WHICH_SWIFT.sub("swift", line)
     line = strip_redirections(strip_comment(line))  # `> train.log 2>&1` is the shell's, not swift's
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
@@ -167,27 +168,61 @@ ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 VARIABLE = re.compile(r"'[^']*'|\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 ARITHMETIC = re.compile(r"\$\(\s*expr\s+([^()]*?)\s*\)|\$\(\(([^()]*?)\)\)")
+# what bash would fill in at run time and the script does not say: `$(cmd)`, `` `cmd` ``, `${X:-y}`, `$1`, `"$@"`
+SUBSTITUTION = re.compile(r"'[^']*'|\$[({0-9@*#?!$-]|`")
+WHICH_SWIFT = re.compile(r"\$\(\s*which\s+swift\s*\)|`\s*which\s+swift\s*`")
+# private-use marks for what `expand` cannot know: a word holding one is refused, never written
+UNSET_OPEN, UNSET_CLOSE, RUNTIME = "\ue000", "\ue001", "\ue002"
+UNRESOLVED = re.compile(f"{UNSET_OPEN}(\\w+){UNSET_CLOSE}|{RUNTIME}")
+MAX_ARITHMETIC = 2**63  # a shell's integers are 64-bit
 
 
 def expand(line: str, variables: dict[str, str]) -> str:
-    """`$var`, `${var}` of variables the script set, and `$(expr A / B)` / `$((A / B))` integer arithmetic;
-    single-quoted text and unknown variables stay as written (an unknown one is refused later)."""
+    """`$var`, `${var}` of variables the script set, and `$(expr A / B)` / `$((A / B))` integer arithmetic.
+    Single-quoted text stays as written; an unset variable and whatever bash fills in at run time (command
+    substitution, `${X:-y}`, `"$@"`) are marked, so the command holding them is refused (`unresolved`)."""
     def variable(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        if name is None or name not in variables:
+        if name is None:
             return match.group(0)
-        return variables[name]
+        return variables[name] if name in variables else f"{UNSET_OPEN}{name}{UNSET_CLOSE}"
 
     def arithmetic(match: re.Match[str]) -> str:
         expression = (match.group(1) or match.group(2) or "").replace("\\*", "*")
-        if not re.fullmatch(r"[\d\s+\-*/%()]+", expression) or "**" in expression:
+        if not re.fullmatch(r"[\d\s+\-*/%()]{1,200}", expression) or "**" in expression:
             return match.group(0)
         try:
-            return str(int(eval(expression.replace("/", "//"), {"__builtins__": {}})))  # digits and operators only
-        except (SyntaxError, ZeroDivisionError, ValueError):
+            value = int(eval(expression.replace("/", "//"), {"__builtins__": {}}))  # digits and operators only
+        except (SyntaxError, ArithmeticError, ValueError, RecursionError, MemoryError):
             return match.group(0)
+        return str(value) if abs(value) < MAX_ARITHMETIC else match.group(0)
 
-    return ARITHMETIC.sub(arithmetic, VARIABLE.sub(variable, line))
+    def runtime(match: re.Match[str]) -> str:
+        return match.group(0) if match.group(0).startswith("'") else RUNTIME + match.group(0)
+
+    line = WHICH_SWIFT.sub("swift", line)
+    return SUBSTITUTION.sub(runtime, ARITHMETIC.sub(arithmetic, VARIABLE.sub(variable, line)))
+
+
+def as_written(text: str) -> str:
+    """`text` with `expand`'s marks turned back into what the script says (`$NAME`, `$(`)."""
+    return re.sub(f"{UNSET_OPEN}(\\w+){UNSET_CLOSE}", r"$\1", text).replace(RUNTIME, "")
+
+
+def unresolved(words: list[str]) -> list[str]:
+    """Why each word bash would fill in at run time cannot be carried (an unset variable, a substitution)."""
+    reasons = []
+    for word in words:
+        names = [m.group(1) for m in UNRESOLVED.finditer(word) if m.group(1)]
+        shown = as_written(word)
+        if names:
+            where = "" if shown == f"${names[0]}" else f"{shown}: "
+            reasons.append(f"{where}${names[0]} is not set in the script, so its value is unknown here "
+                           f"(set it in the script, or write the value)")
+        elif RUNTIME in word:
+            reasons.append(f"{shown}: the shell fills this in when the script runs (a command substitution, "
+                           f"${{...}} or an argument of the script); write the value itself")
+    return reasons
 
 
 def find_commands(text: str) -> list[SwiftCommand]:
@@ -219,8 +254,11 @@ def find_commands(text: str) -> list[SwiftCommand]:
             command = swift_invocation(words)
             if command is not None:
                 launcher, launcher_args, task, args = command
-                found.append(SwiftCommand(number, " ".join(shlex.quote(w) for w in [*prefix_words(prefix), *words]),
-                                          task, {**exported, **prefix}, launcher, launcher_args, args))
+                env = {**exported, **prefix}
+                found.append(SwiftCommand(number, as_written(" ".join(shlex.quote(w) for w in
+                                                                      [*prefix_words(prefix), *words])),
+                                          task, env, launcher, launcher_args, args,
+                                          unresolved([*prefix_words(env), *words])))
             elif words[0] == "deepspeed" or words[0].endswith("/deepspeed"):
                 found.append(SwiftCommand(number, " ".join(words), "deepspeed", {**exported, **prefix},
                                           "deepspeed", words[1:], []))
@@ -346,6 +384,8 @@ def _import_command(command: SwiftCommand, schema: SwiftSchema, *, name: str, ba
     if command.task not in ("sft", "pt"):
         raise ImportError_([f"line {command.line}: `swift {command.task}` is not a training command; a profile "
                             "holds swift sft or swift pt"], [command])
+    if command.unresolved:
+        raise ImportError_([f"line {command.line}: {reason}" for reason in command.unresolved], [command])
     state = _State(schema, command.task, managed_flags(), base_dir)
     data: dict[str, Any] = {"name": name, "task": command.task}
     state.launcher(command, data)
@@ -503,6 +543,10 @@ class _State:
         if is_secret_name(name):
             self.refused.append(f"--{name}: a secret swift reads only from its command line; it cannot be carried "
                                 "safely")
+            return
+        if not spec.is_list and len(values) > 1:
+            self.refused.append(f"--{name} {' '.join(values)}: swift takes one value for --{name}, the shell "
+                                f"passes {len(values)} words (quote the value if it is one)")
             return
         key = self.managed.get(name)
         if key and not key.startswith("the workbench"):
