@@ -7,10 +7,10 @@ wide. Each `Series` keeps, whatever the run's length:
   with its lowest, highest and last point, so a spike or a dip is never averaged away;
 - the newest raw points (a ring), so zooming to the last N steps shows every point.
 
-The full data stays on disk in events.jsonl. The store takes the dicts of
+The full data stays on disk in events.jsonl. The store takes the typed events of
 backend.events.EventReader (`ingest`), or, much faster for long files, the column batches
-of `ColumnReader`, which decodes whole blocks at once (msgspec when it is installed, the
-stdlib otherwise) instead of building one dict per line.
+of `ColumnReader`, which reads with backend.tail and decodes whole blocks at once (msgspec)
+instead of building one event per line.
 No Textual here: the store is plain Python + numpy and is tested on its own.
 """
 
@@ -28,12 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from backend.events import parse_event_lines
+import msgspec
 
-try:  # msgspec decodes a block of lines into typed records about 6x faster than json
-    import msgspec
-except ImportError:  # pragma: no cover - exercised by forcing the fallback in tests
-    msgspec = None
+from backend.events import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    CudaMemory,
+    Eval,
+    Event,
+    Log,
+    RunBegin,
+    RunEnd,
+    damaged_text,
+    decode_line,
+    line_version,
+    newer_format_text,
+    to_plain,
+)
+from backend.tail import Tail
 
 BUCKETS = 1024
 TAIL_POINTS = 4096
@@ -283,17 +295,22 @@ class Series:
 
 @dataclass
 class EventBatch:
-    """Decoded events: rank-0 `log` events as columns, every other event as a dict (in file order)."""
+    """Decoded events: rank-0 `log` events as columns, every other rank-0 event whole (in file order)."""
 
     logs: dict[str, np.ndarray] = field(default_factory=dict)
-    last_log: dict[str, Any] | None = None
-    others: list[dict[str, Any]] = field(default_factory=list)
+    last_log: Log | None = None
+    others: list[Event] = field(default_factory=list)
     other_ranks: set[int] = field(default_factory=set)
     bad_lines: int = 0
+    newer_version: int | None = None  # lines of a newer events format (skipped, and said)
 
     @property
     def log_count(self) -> int:
         return len(self.logs["step"]) if self.logs else 0
+
+    def note_newer(self, version: int | None) -> None:
+        if version is not None:
+            self.newer_version = max(version, self.newer_version or 0)
 
     @classmethod
     def joined(cls, batches: list[EventBatch]) -> EventBatch:
@@ -301,6 +318,8 @@ class EventBatch:
         if len(batches) == 1:
             return batches[0]
         batch = cls(bad_lines=sum(b.bad_lines for b in batches))
+        for part in batches:
+            batch.note_newer(part.newer_version)
         with_logs = [b.logs for b in batches if b.logs]
         if with_logs:
             batch.logs = {name: np.concatenate([logs[name] for logs in with_logs]) for name in LOG_COLUMNS}
@@ -310,17 +329,16 @@ class EventBatch:
         return batch
 
     @classmethod
-    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> EventBatch:
+    def from_events(cls, events: Iterable[Event]) -> EventBatch:
         batch, rows = cls(), []
         for event in events:
-            rank = event.get("rank", 0) or 0
-            if rank != 0:
-                batch.other_ranks.add(int(rank))
-            elif event.get("type") == "log":
-                rows.append(tuple(event.get(name) for name in LOG_COLUMNS))
-                batch.last_log = dict(event)
+            if event.rank != 0:
+                batch.other_ranks.add(event.rank)
+            elif isinstance(event, Log):
+                rows.append(tuple(getattr(event, name) for name in LOG_COLUMNS))
+                batch.last_log = event
             else:
-                batch.others.append(dict(event))
+                batch.others.append(event)
         batch.logs = _columns(rows)
         return batch
 
@@ -332,54 +350,59 @@ def _columns(rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
     return {name: table[:, i] for i, name in enumerate(LOG_COLUMNS)}
 
 
-if msgspec is not None:
+class _Line(msgspec.Struct, gc=False):
+    """The columns the store needs of every line (a projection of backend.events' `Log`, for speed:
+    other fields are skipped while decoding, and the newest log line is decoded again whole by the
+    schema). The types are the schema's, so a line that does not fit it does not fit here either."""
 
-    class _Line(msgspec.Struct, gc=False):
-        """What the store needs of every line; other fields are skipped while decoding, and the
-        newest log line is decoded again whole (every float costs a Python object)."""
-
-        type: str = ""
-        rank: int | None = 0
-        # a number the line does not have is NaN, so that a table of them is built without a
-        # Python check per value; an explicit null (a NaN/inf the writer could not write) is None
-        step: float | None = math.nan
-        loss: float | None = math.nan
-        learning_rate: float | None = math.nan
-        grad_norm: float | None = math.nan
-        loss_scale: float | None = math.nan
-        overflow_count: float | None = math.nan
-        skipped_steps: float | None = math.nan
-        metrics: dict[str, Any] | None = None  # eval
-        path: str | None = None  # checkpoint
-
-    _LINE_DECODER = msgspec.json.Decoder(_Line)
-    _DICT_DECODER = msgspec.json.Decoder()
-    _NUMBERS = operator.attrgetter("rank", *LOG_COLUMNS)  # one C call per line makes the row tuple
-    _TYPE = operator.attrgetter("type")
-    _FROM_STRUCT = ("eval", "checkpoint")
+    type: str = ""
+    v: int = SCHEMA_VERSION
+    rank: int = 0
+    # a number the line does not have is NaN, so that a table of them is built without a
+    # Python check per value; an explicit null (a NaN/inf the writer could not write) is None
+    step: int | None = math.nan  # type: ignore[assignment]
+    loss: float | None = math.nan
+    learning_rate: float | None = math.nan
+    grad_norm: float | None = math.nan
+    loss_scale: float | None = math.nan
+    overflow_count: int | None = math.nan  # type: ignore[assignment]
+    skipped_steps: int | None = math.nan  # type: ignore[assignment]
+    nonfinite: list[str] = []
+    cuda: list[CudaMemory] | None = None
+    time: float = 0.0
+    metrics: dict[str, float | None] | None = None  # eval
+    path: str | None = None  # checkpoint
 
 
-def decode_block(data: bytes, end: int | None = None) -> EventBatch:
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+_NUMBERS = operator.attrgetter("rank", *LOG_COLUMNS)  # one C call per line makes the row tuple
+_TYPE = operator.attrgetter("type")
+_VERSION = operator.attrgetter("v")
+
+
+def decode_block(data: bytes | bytearray, end: int | None = None) -> EventBatch:
     """Decode the complete lines in data[:end]; a bad line is counted and skipped, the others kept.
 
     Every line becomes a small typed record in C (msgspec); the numbers of all lines become one
-    float table without a Python loop, and only the rare non-log lines are looked at one by one.
+    float table without a Python loop, and only the rare non-log lines are looked at one by one
+    (decoded by the events schema).
     """
     end = len(data) if end is None else end
-    if msgspec is None:
-        return _decode_stdlib(data[:end])
     try:
         lines = _LINE_DECODER.decode_lines(memoryview(data)[:end])
         raw: list[bytes] | None = None
-        bad = 0
+        batch = EventBatch()
     except (msgspec.DecodeError, msgspec.ValidationError):  # a torn or foreign line: find it, keep the rest
-        lines, raw, bad = _decode_each(data[:end])
-    batch = EventBatch(bad_lines=bad)
+        lines, raw, batch = _decode_each(bytes(data[:end]))
     if not lines:
         return batch
+    if any(v != SCHEMA_VERSION for v in map(_VERSION, lines)):  # rare: a newer format's lines are said, skipped
+        lines, raw = _drop_other_versions(lines, raw or _nonblank_lines(data, end, len(lines)), batch)
+        if not lines:
+            return batch
     table = _number_table(lines)
     ranks = table[:, 0]
-    rank0 = (ranks == 0) | np.isnan(ranks)  # a missing rank is rank 0, as in the dict path
+    rank0 = ranks == 0
     is_log = np.fromiter(map(operator.eq, map(_TYPE, lines), itertools.repeat("log")), bool, len(lines))
     logs = is_log & rank0
     batch.logs = _columns_of(table[logs, 1:]) if logs.any() else {}
@@ -388,21 +411,42 @@ def decode_block(data: bytes, end: int | None = None) -> EventBatch:
     raw_line = _raw_lines(data, end, len(lines), raw)
     for position in np.flatnonzero(rank0 & ~is_log).tolist():
         line = lines[position]
-        if not line.type:
-            batch.bad_lines += 1  # JSON, but not an event (the dict path says the same)
-        elif line.type in _FROM_STRUCT:  # frequent and small: what the store uses was decoded already
-            batch.others.append({"type": line.type, "rank": 0, "step": _number(line.step), "metrics": line.metrics,
-                                 "path": line.path})
-        else:  # run_begin / run_end / a future type (rare): wanted whole
-            batch.others.append(_DICT_DECODER.decode(raw_line(position)))
+        if line.type in _FROM_LINE:  # frequent and small: what the store uses was decoded already
+            batch.others.append(_FROM_LINE[line.type](line))
+            continue
+        event = decode_line(raw_line(position))  # run_begin / run_end (rare): whole, by the schema
+        if event is None:
+            batch.bad_lines += 1  # JSON, but not an event (no type, a type we do not know, a wrong field)
+        else:
+            batch.others.append(event)
     if batch.logs:
-        batch.last_log = _DICT_DECODER.decode(raw_line(int(np.flatnonzero(logs)[-1])))
+        last = decode_line(raw_line(int(np.flatnonzero(logs)[-1])))
+        batch.last_log = last if isinstance(last, Log) else None
     return batch
 
 
-def _number(value: float | None) -> float | None:
-    """A decoded number as the dict path has it: None when the line had none (NaN here) or null."""
-    return None if value is None or value != value else value
+_FROM_LINE = {
+    "eval": lambda line: Eval(step=_step(line.step), metrics=line.metrics or {}, time=line.time),
+    "checkpoint": lambda line: Checkpoint(step=_step(line.step), path=line.path or "", time=line.time),
+}
+
+
+def _step(value: float | None) -> int | None:
+    """A decoded step as the schema has it: None when the line had none (NaN here) or null."""
+    return None if value is None or value != value else int(value)
+
+
+def _drop_other_versions(lines: list[_Line], raw: list[bytes], batch: EventBatch) -> tuple[list[_Line], list[bytes]]:
+    kept, kept_raw = [], []
+    for line, text in zip(lines, raw):
+        if line.v == SCHEMA_VERSION:
+            kept.append(line)
+            kept_raw.append(text)
+        elif line.v > SCHEMA_VERSION:
+            batch.note_newer(line.v)
+        else:
+            batch.bad_lines += 1
+    return kept, kept_raw
 
 
 def _number_table(lines: list[Any]) -> np.ndarray:
@@ -419,22 +463,26 @@ def _columns_of(table: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(table[:, i]) for i, name in enumerate(LOG_COLUMNS)}
 
 
-def _decode_each(block: bytes) -> tuple[list[Any], list[bytes], int]:
-    """Line by line: the decodable lines (and their text), and how many were not."""
-    lines, raw, bad = [], [], 0
+def _decode_each(block: bytes) -> tuple[list[Any], list[bytes], EventBatch]:
+    """Line by line: the decodable lines (and their text), and a batch that counts the others."""
+    lines, raw, batch = [], [], EventBatch()
     for text in block.split(b"\n"):
         if not text.strip():
             continue
         try:
             lines.append(_LINE_DECODER.decode(text))
         except (msgspec.DecodeError, msgspec.ValidationError):  # not JSON, not UTF-8, not an event object
-            bad += 1
+            version = line_version(text)
+            if version is not None and version > SCHEMA_VERSION:
+                batch.note_newer(version)
+            else:
+                batch.bad_lines += 1
             continue
         raw.append(text)
-    return lines, raw, bad
+    return lines, raw, batch
 
 
-def _raw_lines(data: bytes, end: int, count: int, raw: list[bytes] | None):
+def _raw_lines(data: bytes | bytearray, end: int, count: int, raw: list[bytes] | None):
     """The text of decoded line i, found only when asked (the newest log line, a rare event)."""
     if raw is not None:
         return raw.__getitem__
@@ -451,9 +499,9 @@ def _raw_lines(data: bytes, end: int, count: int, raw: list[bytes] | None):
     return line
 
 
-def _nonblank_lines(data: bytes, end: int, expected: int) -> list[bytes]:
+def _nonblank_lines(data: bytes | bytearray, end: int, expected: int) -> list[bytes]:
     """The lines of data[:end] as decode_lines counted them (it skips blank ones)."""
-    raw = data[:end].split(b"\n")
+    raw = bytes(data[:end]).split(b"\n")
     if not raw[-1]:
         raw.pop()  # what follows the last newline: nothing
     if len(raw) == expected:  # the usual case: no blank line to drop
@@ -461,11 +509,11 @@ def _nonblank_lines(data: bytes, end: int, expected: int) -> list[bytes]:
     return [text for text in raw if text.strip()]
 
 
-def _line_from_end(data: bytes, end: int, back: int) -> bytes:
+def _line_from_end(data: bytes | bytearray, end: int, back: int) -> bytes:
     """The non-blank line `back` lines before the last one of data[:end] (0 = the last)."""
     while True:
         start = data.rfind(b"\n", 0, end - 1) + 1
-        line = data[start:end]
+        line = bytes(data[start:end])
         if line.strip():
             if back == 0:
                 return line.rstrip(b"\n")
@@ -473,57 +521,41 @@ def _line_from_end(data: bytes, end: int, back: int) -> bytes:
         end = start
 
 
-def _decode_stdlib(block: bytes) -> EventBatch:
-    events, bad = parse_event_lines(block)
-    batch = EventBatch.from_events(events)
-    batch.bad_lines = bad
-    return batch
-
-
 class ColumnReader:
     """Incremental reader of events.jsonl, like backend.events.EventReader, that returns columns.
 
-    `offset` is the end of the last complete line consumed: a half-written last line is
-    simply read again next time, so no bytes are carried between reads. The file is read
-    into one reused buffer, CHUNK_BYTES at a time (bounded memory, no fresh pages per read).
+    It reads with backend.tail (whole lines from `offset`, a half-written last line read again next
+    time, a line over the bound skipped and counted), CHUNK_BYTES at a time into the tail's one
+    reused buffer (bounded memory, no fresh pages per read).
     """
 
     def __init__(self, path: str | Path, offset: int = 0):
         self.path = Path(path)
-        self.offset = offset
+        self.tail = Tail(self.path, offset)
         self.bad_lines = 0
-        self._buffer = bytearray()
+        self.newer_version: int | None = None
+
+    @property
+    def offset(self) -> int:
+        return self.tail.offset
 
     def read_batch(self, max_bytes: int = BATCH_BYTES) -> EventBatch:
         """The next complete events, from at most about `max_bytes` of the file, as one batch."""
-        try:
-            with open(self.path, "rb") as handle:
-                parts, read = [], 0
-                while read < max_bytes:
-                    batch, used = self._read_chunk(handle, min(CHUNK_BYTES, max_bytes))
-                    if not used:
-                        break
-                    parts.append(batch)
-                    read += used
-        except FileNotFoundError:
-            return EventBatch()
+        parts, read = [], 0
+        while read < max_bytes:
+            before, long_lines = self.tail.offset, self.tail.long_lines
+            block = self.tail.read_into(min(CHUNK_BYTES, max_bytes))
+            if self.tail.offset == before:  # a read that took nothing ends the read
+                break
+            read += self.tail.offset - before
+            batch = decode_block(block.obj, len(block)) if len(block) else EventBatch()
+            batch.bad_lines += self.tail.long_lines - long_lines
+            parts.append(batch)
         batch = EventBatch.joined(parts) if parts else EventBatch()
         self.bad_lines += batch.bad_lines
+        if batch.newer_version is not None:
+            self.newer_version = max(batch.newer_version, self.newer_version or 0)
         return batch
-
-    def _read_chunk(self, handle: Any, size: int) -> tuple[EventBatch, int]:
-        """Decode the complete lines of the next `size` bytes; returns them and how many bytes they were."""
-        if len(self._buffer) < size:
-            self._buffer = bytearray(size)
-        handle.seek(self.offset)
-        got = handle.readinto(memoryview(self._buffer)[:size])
-        end = self._buffer.rfind(b"\n", 0, got) + 1
-        if end == 0:
-            if got >= size:  # one line longer than a chunk: read it whole
-                return self._read_chunk(handle, size * 2)
-            return EventBatch(), 0
-        self.offset += end
-        return decode_block(self._buffer, end), end
 
 
 # ---------------------------------------------------------------- the store
@@ -549,7 +581,7 @@ class OverflowMarker:
 class MetricsStore:
     """Everything the monitor shows about one run's events, in bounded memory.
 
-    Feed it with `ingest(events)` (dicts from EventReader) or `ingest_batch(batch)` (from
+    Feed it with `ingest(events)` (typed events from EventReader) or `ingest_batch(batch)` (from
     ColumnReader). Readers in other threads take `lock` around reads.
     """
 
@@ -561,14 +593,15 @@ class MetricsStore:
         self.eval_loss = Series(buckets, tail)
         self.overflows = Series(buckets, tail)  # x: step, y: the scale after the drop
         self.markers: deque[OverflowMarker] = deque(maxlen=256)
-        self.run_begin: dict[str, Any] | None = None
-        self.run_end: dict[str, Any] | None = None
-        self.last_log: dict[str, Any] | None = None
-        self.last_eval: dict[str, Any] | None = None
+        self.run_begin: RunBegin | None = None
+        self.run_end: RunEnd | None = None
+        self.last_log: Log | None = None
+        self.last_eval: Eval | None = None
         self.checkpoints: deque[tuple[int, str]] = deque(maxlen=32)
         self.attempts = 0
         self.log_events = 0
         self.bad_lines = 0  # lines of the file that were not events (torn, not JSON): skipped, and said
+        self.newer_version: int | None = None  # lines of a newer events format: skipped, and said
         self.other_ranks: set[int] = set()
         self.overflow_total = 0
         self.skipped_total = 0
@@ -582,7 +615,7 @@ class MetricsStore:
 
     # ------------------------------------------------------------ feeding
 
-    def ingest(self, events: Iterable[Mapping[str, Any]]) -> int:
+    def ingest(self, events: Iterable[Event]) -> int:
         return self.ingest_batch(EventBatch.from_events(events))
 
     def ingest_batch(self, batch: EventBatch) -> int:
@@ -590,6 +623,8 @@ class MetricsStore:
         with self.lock:
             self.other_ranks |= batch.other_ranks
             self.bad_lines += batch.bad_lines
+            if batch.newer_version is not None:
+                self.newer_version = max(batch.newer_version, self.newer_version or 0)
             evals: list[tuple[float, float]] = []
             for event in batch.others:
                 self._other_event(event, evals)
@@ -600,25 +635,24 @@ class MetricsStore:
             if batch.last_log is not None:
                 self.last_log = batch.last_log
                 self._note_progress(batch.last_log)
-            changed = batch.log_count + len(batch.others) + batch.bad_lines
+            changed = batch.log_count + len(batch.others) + batch.bad_lines + (batch.newer_version is not None)
             if changed:
                 self.version += 1
             return changed
 
-    def _other_event(self, event: dict[str, Any], evals: list[tuple[float, float]]) -> None:
-        kind = event.get("type")
-        if kind == "run_begin":
+    def _other_event(self, event: Event, evals: list[tuple[float, float]]) -> None:
+        if isinstance(event, RunBegin):
             self.run_begin, self.run_end = event, None
             self.attempts += 1
-        elif kind == "run_end":
+        elif isinstance(event, RunEnd):
             self.run_end = event
-        elif kind == "eval":
+        elif isinstance(event, Eval):
             self.last_eval = event
-            value = (event.get("metrics") or {}).get("eval_loss")
-            if isinstance(value, (int, float)) and event.get("step") is not None:
-                evals.append((float(event["step"]), float(value)))
-        elif kind == "checkpoint":
-            self.checkpoints.append((int(event.get("step") or 0), str(event.get("path", ""))))
+            value = event.metrics.get("eval_loss")
+            if value is not None and event.step is not None:
+                evals.append((float(event.step), float(value)))
+        elif isinstance(event, Checkpoint):
+            self.checkpoints.append((event.step or 0, event.path))
 
     def _logs(self, cols: dict[str, np.ndarray]) -> None:
         steps = cols["step"]
@@ -629,10 +663,10 @@ class MetricsStore:
         self._watch_grad_norm(steps, cols["grad_norm"], cols["loss"], overflowed)
         self.log_events += len(steps)
 
-    def _note_progress(self, last: dict[str, Any]) -> None:
+    def _note_progress(self, last: Log) -> None:
         """Remember (time, step) of the newest log of each batch, for an averaged rate."""
-        when, step = last.get("time"), last.get("step")
-        if not isinstance(when, (int, float)) or not isinstance(step, (int, float)):
+        when, step = last.time, last.step
+        if step is None:
             return
         if self._recent and step < self._recent[-1][1]:
             self._recent.clear()  # a resumed run went back to its checkpoint
@@ -707,8 +741,9 @@ class MetricsStore:
             scalars = {
                 "smoothing": self.smoothing, "series": series_scalars,
                 "markers": [[m.step, m.scale, m.count] for m in self.markers], "markers_kept": self.markers.maxlen,
-                "run_begin": self.run_begin, "run_end": self.run_end, "last_log": self.last_log,
-                "last_eval": self.last_eval, "checkpoints": list(self.checkpoints), "attempts": self.attempts,
+                "run_begin": _plain(self.run_begin), "run_end": _plain(self.run_end),
+                "last_log": _plain(self.last_log), "last_eval": _plain(self.last_eval),
+                "newer_version": self.newer_version, "checkpoints": list(self.checkpoints), "attempts": self.attempts,
                 "log_events": self.log_events, "bad_lines": self.bad_lines, "other_ranks": sorted(self.other_ranks),
                 "overflow_total": self.overflow_total, "skipped_total": self.skipped_total,
                 "grad_norm_lost_at": self.grad_norm_lost_at, "ema": self._ema, "ema_n": self._ema_n,
@@ -731,8 +766,9 @@ class MetricsStore:
             "eval_loss": restored["eval_loss"], "overflows": restored["overflows"],
             "markers": deque((OverflowMarker(float(step), None if scale is None else float(scale), int(count))
                               for step, scale, count in scalars["markers"]), maxlen=int(scalars["markers_kept"])),
-            "run_begin": scalars["run_begin"], "run_end": scalars["run_end"], "last_log": scalars["last_log"],
-            "last_eval": scalars["last_eval"],
+            "run_begin": _typed(scalars["run_begin"], RunBegin), "run_end": _typed(scalars["run_end"], RunEnd),
+            "last_log": _typed(scalars["last_log"], Log), "last_eval": _typed(scalars["last_eval"], Eval),
+            "newer_version": None if scalars["newer_version"] is None else int(scalars["newer_version"]),
             "checkpoints": deque(((int(step), str(path)) for step, path in scalars["checkpoints"]),
                                  maxlen=self.checkpoints.maxlen),
             "attempts": int(scalars["attempts"]), "log_events": int(scalars["log_events"]),
@@ -754,24 +790,35 @@ class MetricsStore:
 
     @property
     def scaler(self) -> str | None:
-        return (self.run_begin or {}).get("scaler")
+        return self.run_begin.scaler if self.run_begin else None
 
     @property
     def scaler_reason(self) -> str | None:
-        return (self.run_begin or {}).get("scaler_reason")
+        return self.run_begin.scaler_reason if self.run_begin else None
+
+    def max_steps(self) -> int | None:
+        """The run's length: from its newest log, else its end, else its beginning."""
+        for event in (self.last_log, self.run_end, self.run_begin):
+            if event is not None and event.max_steps:
+                return event.max_steps
+        return None
+
+    def problems(self) -> list[str]:
+        """What the file held that is not shown: damaged lines, lines of a newer format."""
+        said = [damaged_text(self.bad_lines)] if self.bad_lines else []
+        return said + ([newer_format_text(self.newer_version)] if self.newer_version else [])
 
     def throughput(self) -> Throughput:
         with self.lock:
-            last = self.last_log or {}
-            end = self.run_end or {}
-            step = _int(end.get("step") if end else last.get("step"))
-            max_steps = _int(last.get("max_steps") or end.get("max_steps") or (self.run_begin or {}).get("max_steps"))
-            rate = self._recent_rate() or last.get("steps_per_second")
+            last, end = self.last_log, self.run_end
+            step = end.step if end else last.step if last else None
+            max_steps = self.max_steps()
+            rate = self._recent_rate() or (last.steps_per_second if last else None)
             eta = None
             if rate and step is not None and max_steps and not end:
                 eta = max(0.0, (max_steps - step) / rate)
             fraction = min(1.0, step / max_steps) if step is not None and max_steps else None
-            return Throughput(step, max_steps, rate, last.get("tokens_per_second"), eta, fraction)
+            return Throughput(step, max_steps, rate, last.tokens_per_second if last else None, eta, fraction)
 
     def _recent_rate(self) -> float | None:
         if len(self._recent) < 2:
@@ -780,8 +827,13 @@ class MetricsStore:
         return (s1 - s0) / (t1 - t0) if t1 > t0 and s1 > s0 else None
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _plain(event: Event | None) -> dict[str, Any] | None:
+    return None if event is None else to_plain(event)
+
+
+def _typed(value: Any, cls: type) -> Any:
+    """A saved event back as its Struct (msgspec.ValidationError, a ValueError, when it does not fit)."""
+    return None if value is None else msgspec.convert(value, cls)
 
 
 # ---------------------------------------------------------------- whole files

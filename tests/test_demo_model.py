@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from backend.demo.build import weights_sha256
+from backend.demo.build import builtin_model_path, ensure_builtin_model, weights_sha256
 from backend.paths import BUILTIN_DATASETS
 
 
@@ -39,3 +40,35 @@ def test_shipped_dataset_is_well_formed() -> None:
         assert roles[-1] == "assistant" and "user" in roles
         assert all(m["content"].strip() for m in row["messages"])
     assert all("Quill" in row["messages"][-1]["content"] for row in rows)
+
+
+@pytest.mark.slow
+def test_two_concurrent_builds_both_succeed_even_with_a_noisy_stderr(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two launches of a profile on the built-in model, at once, on a machine where it is not built yet;
+    each build child also writes more to stderr than a pipe holds (64 KiB) before anything else."""
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    noisy = tmp_path / "noisy"
+    noisy.mkdir()
+    (noisy / "sitecustomize.py").write_text('import sys\nsys.stderr.write("w" * 200_000 + "\\n")\nsys.stderr.flush()\n')
+    monkeypatch.setenv("PYTHONPATH", str(noisy))
+    results: list[Path | BaseException] = []
+    stages: dict[int, list[str]] = {0: [], 1: []}
+
+    def build(number: int) -> None:
+        try:
+            results.append(ensure_builtin_model("tiny-qwen2", lambda stage, _: stages[number].append(stage)))
+        except BaseException as err:  # the loser's failure is the fault under test
+            results.append(err)
+
+    builders = [threading.Thread(target=build, args=(number,), daemon=True) for number in range(2)]
+    for builder in builders:
+        builder.start()
+    for builder in builders:
+        builder.join(240)
+    target = builtin_model_path("tiny-qwen2")
+    assert results == [target, target]
+    assert (target / "config.json").is_file() and (target / "tokenizer.json").is_file()
+    assert sorted(p.name for p in target.parent.iterdir() if not p.name.endswith(".lock")) == [target.name]
+    # one built it; the other waited and took its folder (one build's CPU, not two)
+    assert sorted(len(seen) > 0 for seen in stages.values()) == [False, True]

@@ -24,10 +24,10 @@ def test_reader_returns_only_what_was_appended(tmp_path: Path) -> None:
     assert reader.read_new() == []
     writer.write("log", step=1)
     writer.write("log", step=2)
-    assert [e["step"] for e in reader.read_new()] == [1, 2]
+    assert [e.step for e in reader.read_new()] == [1, 2]
     assert reader.read_new() == []
     writer.write("log", step=3)
-    assert [e["step"] for e in reader.read_new()] == [3]
+    assert [e.step for e in reader.read_new()] == [3]
 
 
 def test_half_written_last_line_waits_for_its_newline(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_half_written_last_line_waits_for_its_newline(tmp_path: Path) -> None:
     assert reader.read_new() == []
     with open(path, "a") as handle:
         handle.write(line[10:] + "\n")
-    assert [e["step"] for e in reader.read_new()] == [7]
+    assert [e.step for e in reader.read_new()] == [7]
     assert reader.bad_lines == 0
 
 
@@ -52,21 +52,21 @@ def test_reader_never_rereads_from_the_start(tmp_path: Path) -> None:
     size = path.stat().st_size
     writer.write("log", step=1000)
     assert reader.offset == size
-    assert [e["step"] for e in reader.read_new()] == [1000]
+    assert [e.step for e in reader.read_new()] == [1000]
 
 
 def test_garbage_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"type": "log", "step": 1}\nnot json\n[1, 2]\n{"type": "log", "step": 2}\n')
     reader = EventReader(path)
-    assert [e["step"] for e in reader.read_new()] == [1, 2]
+    assert [e.step for e in reader.read_new()] == [1, 2]
     assert reader.bad_lines == 2
 
 
 def _write_many(path: str, rank: int) -> None:
     writer = EventWriter(path, rank=rank)
     for step in range(500):
-        writer.write("log", step=step, payload="x" * 200)
+        writer.write("run_begin", start_step=step, output_dir="x" * 200)  # long lines: more chances to interleave
 
 
 def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
@@ -80,4 +80,4 @@ def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
     events = reader.read_new()
     assert reader.bad_lines == 0 and len(events) == 2000
     for rank in range(4):
-        assert [e["step"] for e in events if e["rank"] == rank] == list(range(500))
+        assert [e.start_step for e in events if e.rank == rank] == list(range(500))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from backend import series
-from backend.events import EventReader, EventWriter, read_all
+from backend.events import EventReader, EventWriter, Log, read_all
 from backend.series import BUCKETS, ColumnReader, MetricsStore, Series, ema, load_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "events"
@@ -29,7 +29,7 @@ def test_loss_and_lr_match_the_file(name: str) -> None:
     assert store.series["grad_norm"].points() == ([e["step"] for e in finite_grads],
                                                   [e["grad_norm"] for e in finite_grads])
     assert store.series["learning_rate"].points()[1] == [e["learning_rate"] for e in logs]
-    assert store.last_log["loss"] == logs[-1]["loss"]
+    assert store.last_log.loss == logs[-1]["loss"]
     assert store.log_events == len(logs)
 
 
@@ -76,19 +76,17 @@ def test_a_diverged_run_is_noticed_from_its_grad_norm() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_dict_path_stdlib_path_and_msgspec_path_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from_dicts = MetricsStore()
-    from_dicts.ingest(EventReader(FIXTURES / f"{name}.jsonl").read_new())
-    fast = load_store(FIXTURES / f"{name}.jsonl")
-    monkeypatch.setattr(series, "msgspec", None)
-    slow = load_store(FIXTURES / f"{name}.jsonl")
-    for store in (fast, slow):
-        for key in series.SERIES_NAMES:
-            assert store.series[key].points() == from_dicts.series[key].points()
-        assert store.loss_smooth.points() == from_dicts.loss_smooth.points()
-        assert store.last_log == from_dicts.last_log
-        assert (store.run_begin, store.run_end, store.overflow_total) == (
-            from_dicts.run_begin, from_dicts.run_end, from_dicts.overflow_total)
+def test_event_path_and_column_path_agree(name: str) -> None:
+    from_events = MetricsStore()
+    from_events.ingest(EventReader(FIXTURES / f"{name}.jsonl").read_new())
+    store = load_store(FIXTURES / f"{name}.jsonl")
+    for key in series.SERIES_NAMES:
+        assert store.series[key].points() == from_events.series[key].points()
+    assert store.loss_smooth.points() == from_events.loss_smooth.points()
+    assert store.last_log == from_events.last_log
+    assert (store.run_begin, store.run_end, store.overflow_total, store.last_eval, list(store.checkpoints)) == (
+        from_events.run_begin, from_events.run_end, from_events.overflow_total, from_events.last_eval,
+        list(from_events.checkpoints))
 
 
 def test_reader_waits_for_a_half_written_line(tmp_path: Path) -> None:
@@ -134,8 +132,8 @@ def test_long_series_stays_bounded_and_keeps_extremes() -> None:
 
 def test_a_resumed_run_overrides_the_steps_it_repeats() -> None:
     store = MetricsStore()
-    first = [{"type": "log", "rank": 0, "step": s, "loss": 5.0, "overflow_count": s // 10} for s in range(1, 31)]
-    again = [{"type": "log", "rank": 0, "step": s, "loss": 1.0, "overflow_count": (s - 20) // 10} for s in range(21, 41)]
+    first = [Log(step=s, loss=5.0, overflow_count=s // 10) for s in range(1, 31)]
+    again = [Log(step=s, loss=1.0, overflow_count=(s - 20) // 10) for s in range(21, 41)]
     store.ingest(first)
     store.ingest(again)
     xs, ys = store.series["loss"].points()
@@ -155,11 +153,7 @@ def test_vectorised_ema_equals_the_recurrence(weight: float) -> None:
     assert np.allclose(got, expected, rtol=1e-12, atol=1e-12) and last == pytest.approx(expected[-1])
 
 
-@pytest.mark.parametrize("decoder", ["msgspec", "stdlib"])
-def test_damaged_lines_are_counted_and_hide_nothing_else(decoder: str, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    if decoder == "stdlib":
-        monkeypatch.setattr(series, "msgspec", None)
+def test_damaged_lines_are_counted_and_hide_nothing_else(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     good = [json.dumps({"v": 1, "type": "log", "time": 1.0, "rank": 0, "step": s, "loss": 10.0 - s})
             for s in range(1, 7)]
@@ -171,7 +165,7 @@ def test_damaged_lines_are_counted_and_hide_nothing_else(decoder: str, tmp_path:
     store = load_store(path)
     assert store.bad_lines == 4
     assert store.series["loss"].points() == ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [9.0, 8.0, 7.0, 6.0, 5.0, 4.0])
-    assert store.last_log["step"] == 6 and store.log_events == 6
+    assert store.last_log.step == 6 and store.log_events == 6
 
 
 def test_small_chunks_and_lines_longer_than_a_chunk_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:

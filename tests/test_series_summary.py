@@ -279,4 +279,4 @@ def test_a_real_runs_supervisor_leaves_the_summary_of_its_whole_file(short_lora_
     assert restored == whole
     # the quickstart logs its first step and every 5th: one log, then the eval and checkpoint of step 4
     assert restored["log_events"] == 1 and [step for step, _ in restored["checkpoints"]] == [4]
-    assert restored["run_end"]["status"] == "finished"
+    assert restored["run_end"].status == "finished"

@@ -8,7 +8,6 @@ through a thread-safe queue. No Textual here.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -22,6 +21,7 @@ from backend.runs.layout import RunFolder, RunState
 from backend.runs.manager import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
 from backend.series_summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
+from backend.tail import Tail, mark
 
 LOG_LINES_KEPT = 400
 LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
@@ -48,35 +48,20 @@ class LogFollower:
         self.path = path
         self.keep = keep
         self.start_bytes = start_bytes
-        self.offset: int | None = None  # None: not opened yet
+        self.tail: Tail | None = None  # None: not opened yet
         self.lines: deque[LogLine] = deque(maxlen=keep)
         self.pending: deque[LogLine] = deque(maxlen=keep)  # new since the UI last took them
-        self._partial = b""
         self._in_traceback = False
         self._lock = threading.Lock()
 
     def read_new(self, max_bytes: int = 1 << 20) -> int:
         """Read what was appended; returns how many complete lines arrived."""
-        try:
-            size = os.path.getsize(self.path)
-        except OSError:
+        now = mark(self.path)
+        if now is None:
             return 0
-        if self.offset is None or size < self.offset:  # first look, or the file was truncated
-            self.offset, self._partial = max(0, size - self.start_bytes), b""
-            skip_first = self.offset > 0  # we start mid-line
-        else:
-            skip_first = False
-        if size == self.offset:
-            return 0
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            chunk = handle.read(max_bytes)
-        self.offset += len(chunk)
-        complete, _, self._partial = (self._partial + chunk).rpartition(b"\n")
-        raw_lines = complete.decode("utf-8", errors="replace").split("\n") if complete else []
-        if skip_first and raw_lines:
-            raw_lines = raw_lines[1:]
-        new = [self._line(raw) for raw in raw_lines]
+        if self.tail is None or now.size < self.tail.offset:  # first look, or the file was truncated
+            self.tail = Tail.from_end(self.path, self.start_bytes)
+        new = [self._line(raw.decode("utf-8", errors="replace")) for raw in self.tail.read_lines(max_bytes)]
         with self._lock:
             self.lines.extend(new)
             self.pending.extend(new)
@@ -122,6 +107,7 @@ class RunFeed:
         self.reader: ColumnReader | None = None if store is None else ColumnReader(self.run.events_path)
         self.start: str | None = None  # how the first read started: "summary of the first N bytes" or why not
         self._may_summarise = False  # our own store read the file from its start, and no summary came of it yet
+        self._torn_at: int | None = None  # the offset of a torn last line counted as damaged
         self.log = LogFollower(self.run.log_path)
         self.state: RunState | None = None
         self.state_error: str | None = None
@@ -130,7 +116,8 @@ class RunFeed:
     def poll(self, report: Callable[[float], None] | None = None, cancelled: Callable[[], bool] | None = None,
              report_every: float = 0.5) -> bool:
         """Read events to the end of the file (a long backlog whole, `report(fraction read)` every
-        `report_every` s meanwhile), then the new log lines and the state once. True if anything changed."""
+        `report_every` s meanwhile), then the new log lines and the state once. True if anything changed.
+        Ends: every turn either consumes bytes or is the last (backend.tail never spins)."""
         changed, last_report = False, 0.0  # the first report comes after the first batch
         while not (cancelled and cancelled()):
             changed = self.read_events() or changed
@@ -141,7 +128,22 @@ class RunFeed:
                 last_report = time.monotonic()
         changed = self._read_log_and_state() or changed
         self._summarise_an_ended_run()
-        return changed
+        return self._count_torn_tail() or changed
+
+    def _count_torn_tail(self) -> bool:
+        """An ended run whose events.jsonl ends with a line that never got its newline (a full disk, a
+        crashed node): that line is a damaged one, said once (and taken back if it is completed later)."""
+        if self.reader is None:
+            return False
+        torn = self.state is not None and not self.state.is_active and self.reader.tail.unread_bytes() > 0
+        at = self.reader.offset if torn else None
+        if at == self._torn_at:
+            return False
+        with self.store.lock:
+            self.store.bad_lines += (at is not None) - (self._torn_at is not None)
+            self.store.version += 1
+        self._torn_at = at
+        return True
 
     def read_events(self, max_bytes: int = BATCH_BYTES) -> bool:
         """At most `max_bytes` of new events into the store; True if it held any (or damaged lines).
@@ -176,11 +178,9 @@ class RunFeed:
         return self._read_state() or changed
 
     def has_backlog(self) -> bool:
-        """True while events.jsonl has more bytes than were read (a long run being opened)."""
-        try:
-            return self.run.events_path.stat().st_size - self._offset() > 1024
-        except FileNotFoundError:
-            return False
+        """True while a read of events.jsonl could take more (a long run being opened); False at a torn
+        last line that the last read could not take."""
+        return self.reader is not None and self.reader.tail.has_more()
 
     def read_fraction(self) -> float:
         """How much of events.jsonl was read (1.0 when caught up or when there is none)."""

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
-from backend.events import EventReader
+from backend.events import Event, EventReader, Log, RunBegin, RunEnd
 from backend.runs import index
 from backend.runs.layout import RunFolder
 from backend.runs.manager import (
@@ -31,6 +31,7 @@ from backend.runs.manager import (
     summarize,
 )
 from backend.safe_text import visible
+from backend.tail import Tail, last_lines
 
 
 
@@ -85,26 +86,24 @@ def follow(folder: RunFolder) -> None:
                       f"(or open it in `workbench`), follow the log: workbench logs -f {folder.run_id}",
                       highlight=False, markup=False, soft_wrap=True)
         return
+    for problem in reader.problems():
+        err_console.print(f"events: {problem}", highlight=False, markup=False)
     _print_ending(folder)
 
 
-def _show_event(progress: Progress, task: int, event: dict) -> None:
-    """One event on the progress line; a wrong-typed field is skipped, never fatal."""
-    if event.get("rank", 0) != 0:
+def _show_event(progress: Progress, task: int, event: Event) -> None:
+    """One event on the progress line (events are typed: a damaged line never gets here)."""
+    if event.rank != 0:
         return
-    step = event.get("step") if isinstance(event.get("step"), int) else None
-    max_steps = event.get("max_steps") if isinstance(event.get("max_steps"), int) else None
-    if event.get("type") == "run_begin":
-        start = event.get("start_step") if isinstance(event.get("start_step"), int) else 0
-        progress.update(task, description="training", total=max_steps or None, completed=start)
-    elif event.get("type") == "log" and step is not None:
-        loss, scale = event.get("loss"), event.get("loss_scale")
-        metrics = f"loss {loss:.4f}" if isinstance(loss, (int, float)) else ""
-        if isinstance(scale, (int, float)):
-            metrics += f"  scale {scale:g}  overflows {event.get('overflow_count', 0)}"
-        progress.update(task, completed=step, total=max_steps, metrics=metrics)
-    elif event.get("type") == "run_end" and step is not None:
-        progress.update(task, completed=step)
+    if isinstance(event, RunBegin):
+        progress.update(task, description="training", total=event.max_steps or None, completed=event.start_step or 0)
+    elif isinstance(event, Log) and event.step is not None:
+        metrics = f"loss {event.loss:.4f}" if event.loss is not None else ""
+        if event.loss_scale is not None:
+            metrics += f"  scale {event.loss_scale:g}  overflows {event.overflow_count or 0}"
+        progress.update(task, completed=event.step, total=event.max_steps, metrics=metrics)
+    elif isinstance(event, RunEnd) and event.step is not None:
+        progress.update(task, completed=event.step)
 
 
 def _print_ending(folder: RunFolder) -> None:
@@ -207,21 +206,24 @@ def logs(
 ) -> None:
     """Print a run's log (stdout+stderr of the training)."""
     folder = find_run_or_exit(run_ref)
-    text = folder.log_tail(max_bytes=200 * max(lines, 1))
-    print("\n".join(text.splitlines()[-lines:]))
-    if not follow_log:
-        return
+    window = last_lines(folder.log_path, 200 * max(lines, 1))
+    print("\n".join(window.text.splitlines()[-lines:]))
+    if follow_log:
+        follow_log_file(folder, Tail(folder.log_path, window.end))
+
+
+def follow_log_file(folder: RunFolder, tail: Tail, poll_seconds: float = 0.3) -> None:
+    """Print what the log grows by until the run ends (Ctrl-C stops); one incremental UTF-8 decoder, so a
+    character split across two writes is printed whole."""
     try:
-        with open(folder.log_path, "rb") as handle:
-            handle.seek(0, 2)
-            while True:
-                chunk = handle.read()
-                if chunk:
-                    print(chunk.decode("utf-8", errors="replace"), end="", flush=True)
-                elif not refresh(folder).is_active:
-                    break
-                else:
-                    time.sleep(0.3)
+        while True:
+            text = tail.read_text()
+            if text:
+                print(text, end="", flush=True)
+            elif not refresh(folder).is_active:
+                break
+            else:
+                time.sleep(poll_seconds)
     except KeyboardInterrupt:
         pass
 

@@ -73,6 +73,9 @@ class Child:
         try:
             self._send({"id": ident, "question": question, "payload": payload})
             result = self._read_answer(ident, progress)
+        except BaseException:  # the caller failed (its progress callback, say): nobody waits for the answer
+            self.kill("was stopped: its caller failed")
+            raise
         finally:
             watch.stop()
         if result is None:
@@ -154,10 +157,11 @@ class Child:
     def _read_stderr(self) -> None:
         stream = self.process.stderr
         assert stream is not None
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            with self._stderr_lock:
-                self._stderr += chunk
-                del self._stderr[:-STDERR_TAIL]
+        with stream:
+            while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+                with self._stderr_lock:
+                    self._stderr += chunk
+                    del self._stderr[:-STDERR_TAIL]
 
     def _close_pipes(self) -> None:
         for stream in (self.process.stdin, self.process.stdout):

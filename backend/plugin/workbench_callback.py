@@ -1,5 +1,8 @@
 """Runs INSIDE the swift training process (every rank): appends to the run's events.jsonl.
 
+Every line is one of backend.events' typed events (`EventWriter.write` checks each field against
+the schema before it is written).
+
 Loaded by `swift sft --external_plugins <this file> --callbacks workbench_events`; swift
 builds the callback as `cls(args, trainer)`. Configuration comes from the environment the
 workbench sets: WORKBENCH_RUN_DIR, and for fp16 WORKBENCH_LOSS_SCALE_INIT /
@@ -22,7 +25,7 @@ import psutil
 import torch
 from transformers import TrainerCallback
 
-from backend.events import EVENTS_FILE_NAME, EventWriter
+from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter
 from backend.watch.stacks import heartbeat_path, register_stack_dump
 from swift.callbacks import callbacks_map
 
@@ -304,15 +307,15 @@ def _debug_nan_steps(run_dir: Path) -> set[int]:
     return {int(s) for s in data.get("debug", {}).get("inject_nan_steps", [])}
 
 
-def _cuda_memory(device: int) -> dict[str, int]:
+def _cuda_memory(device: int) -> CudaMemory:
     """Allocator counters: host-side bookkeeping, no device synchronisation."""
-    return {
-        "device": device,
-        "allocated": torch.cuda.memory_allocated(device),
-        "reserved": torch.cuda.memory_reserved(device),
-        "max_allocated": torch.cuda.max_memory_allocated(device),
-        "max_reserved": torch.cuda.max_memory_reserved(device),
-    }
+    return CudaMemory(
+        device=device,
+        allocated=torch.cuda.memory_allocated(device),
+        reserved=torch.cuda.memory_reserved(device),
+        max_allocated=torch.cuda.max_memory_allocated(device),
+        max_reserved=torch.cuda.max_memory_reserved(device),
+    )
 
 
 callbacks_map["workbench_events"] = WorkbenchEventsCallback

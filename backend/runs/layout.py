@@ -31,6 +31,7 @@ from backend.events import EVENTS_FILE_NAME
 from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile, write_text_atomic
 from backend.runs.process import Moment, Pid, ProcessFields, current_boot_id, this_host
+from backend.tail import last_lines, lines_before
 
 # unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
 Status = Literal["starting", "running", "stopping", "finished", "failed", "stopped", "unknown", "damaged"]
@@ -163,34 +164,12 @@ class StateFolder(Generic[StateT]):
 
     def numbered_log_tail(self, max_bytes: int = 65_536) -> tuple[str, int]:
         """The log's last whole lines (at most `max_bytes`) and the line number of the first one."""
-        try:
-            with open(self.log_path, "rb") as handle:
-                size = handle.seek(0, os.SEEK_END)
-                start = max(0, size - max_bytes)
-                handle.seek(0)
-                newlines, done = 0, 0
-                while done < start:  # count the lines before the tail, 1 MiB at a time
-                    chunk = handle.read(min(1 << 20, start - done))
-                    if not chunk:
-                        break
-                    newlines += chunk.count(b"\n")
-                    done += len(chunk)
-                tail = handle.read()
-        except OSError:
-            return "", 1
-        if start > 0 and b"\n" in tail:  # drop the cut-off first line
-            cut, _, tail = tail.partition(b"\n")
-            newlines += 1
-        return tail.decode("utf-8", errors="replace"), newlines + 1
+        window = last_lines(self.log_path, max_bytes)
+        return window.text, lines_before(self.log_path, window.start) + 1
 
     def log_tail(self, max_bytes: int = 16_384) -> str:
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - max_bytes))
-                return handle.read().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
+        """The log's last whole lines (at most `max_bytes`)."""
+        return last_lines(self.log_path, max_bytes).text
 
 
 def read_model(path: Path, model: type[StateT]) -> StateT:

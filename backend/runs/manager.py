@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from backend.command import LaunchPlan, build_launch
-from backend.events import EventReader
+from backend.events import EventReader, Log, RunEnd
 from backend.hardware import HardwareInfo, detect_hardware
 from backend.paths import is_builtin, resolve_model
 from backend.profile import LaunchProfile, save_profile, write_text_atomic
@@ -268,7 +270,7 @@ def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> N
         message = f"the run's supervisor is gone; {said}" if status != "unknown" else f"ended with status unknown: {said}"
         last = last_log_event(run)
         append_alert_once(run.path, "supervisor-gone", Alert(
-            kind, message, last.get("step") if last else None, {"status": status, "failure_reason": reason,
+            kind, message, last.step if last else None, {"status": status, "failure_reason": reason,
                                             "concluded_by": "workbench (the supervisor left no record)"},
             run_id=run.run_id))
     except OSError:
@@ -356,44 +358,30 @@ class RunSummary:
 def summarize(run: RunFolder) -> RunSummary:
     state = refresh(run)
     last = last_log_event(run)
-    step = _int(last.get("step")) if last else None
-    max_steps = _int(last.get("max_steps")) if last else None
-    loss = _float(last.get("loss")) if last else None
+    step = last.step if last else None
+    max_steps = last.max_steps if last else None
     end = state.ended_at or time.time()
     elapsed = end - state.started_at if state.started_at else None
     eta = None
-    speed = _float(last.get("steps_per_second")) if last else None
+    speed = last.steps_per_second if last else None
     if state.is_active and step and max_steps and speed:
         eta = (max_steps - step) / speed
-    return RunSummary(run, state, step, max_steps, loss, _float(last.get("loss_scale")) if last else None,
+    return RunSummary(run, state, step, max_steps, last.loss if last else None, last.loss_scale if last else None,
                       elapsed, eta)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> dict[str, Any] | None:
-    """The newest rank-0 `log` event (final step from `run_end`), read from the file's tail only.
-    Lines that are not events (damaged, wrong-typed) are skipped."""
-    path = run.events_path
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return None
-    reader = EventReader(path, offset=max(0, size - tail_bytes))
-    events = [e for e in reader.read_new() if e.get("rank", 0) == 0]
-    last_log = next((e for e in reversed(events) if e.get("type") == "log" and _int(e.get("step")) is not None), None)
-    end = next((e for e in reversed(events) if e.get("type") == "run_end" and _int(e.get("step")) is not None), None)
-    if last_log and end:  # the end event has the final step; the log has the last loss
-        return {**last_log, "step": end["step"]}
-    return last_log or end
+def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> Log | None:
+    """The newest rank-0 `log` event (with the final step of a `run_end` after it), read from the file's
+    tail only. Lines that are not events (damaged, of a newer format) are skipped."""
+    events = [e for e in EventReader.from_end(run.events_path, tail_bytes).read_new() if e.rank == 0]
+    last_log = next((e for e in reversed(events) if isinstance(e, Log) and e.step is not None), None)
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.step is not None), None)
+    if end is None:
+        return last_log
+    if last_log is None:  # the end alone: its step, its counts
+        return Log(step=end.step, max_steps=end.max_steps, loss_scale=end.loss_scale,
+                   overflow_count=end.overflow_count, skipped_steps=end.skipped_steps, time=end.time)
+    return msgspec.structs.replace(last_log, step=end.step)  # the end has the final step; the log the last loss
 
 
 # ---------------------------------------------------------------- stop / resume / delete

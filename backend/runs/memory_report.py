@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 from backend.estimate.measured import compare
-from backend.events import EventReader
+from backend.events import EventReader, Log, RunBegin, RunEnd
 from backend.runs.layout import RunFolder
+from backend.tail import READ_BYTES
 
 GIB = 2**30
 LABELS = {
@@ -19,8 +20,9 @@ LABELS = {
 }
 
 
-def measured_peaks(run: RunFolder) -> dict[str, int | None]:
-    """Peaks over every event of the run: the largest device and the largest rank."""
+def measured_peaks(run: RunFolder) -> dict[str, Any]:
+    """Peaks over every event of the run (streamed, a block at a time): the largest device and the
+    largest rank; `problems` says what lines of the file were not events."""
     peaks: dict[str, int] = {}
 
     def keep(kind: str, value: int | None) -> None:
@@ -28,14 +30,25 @@ def measured_peaks(run: RunFolder) -> dict[str, int | None]:
             peaks[kind] = max(peaks.get(kind, 0), int(value))
 
     begin_rss: int | None = None
-    for event in EventReader(run.events_path).read_new():
-        if event.get("type") == "run_begin" and event.get("rank", 0) == 0 and begin_rss is None:
-            begin_rss = event.get("rss_bytes")
-        keep("host_rss_bytes", event.get("peak_rss_bytes") or event.get("rss_bytes"))
-        for device in event.get("cuda") or event.get("cuda_peaks") or []:
-            keep("cuda_max_reserved_bytes", device.get("max_reserved"))
-            keep("cuda_max_allocated_bytes", device.get("max_allocated"))
-    result: dict[str, int | None] = {kind: peaks.get(kind) for kind in LABELS}
+    reader = EventReader(run.events_path)
+    while True:
+        before = reader.offset
+        events = reader.read_new(max_bytes=READ_BYTES)
+        if reader.offset == before:
+            break
+        for event in events:
+            if isinstance(event, RunBegin) and event.rank == 0 and begin_rss is None:
+                begin_rss = event.rss_bytes
+            if isinstance(event, (RunBegin, Log)):
+                keep("host_rss_bytes", event.rss_bytes)
+            if isinstance(event, RunEnd):
+                keep("host_rss_bytes", event.peak_rss_bytes)
+            for device in (event.cuda or [] if isinstance(event, Log) else
+                           event.cuda_peaks if isinstance(event, RunEnd) else []):
+                keep("cuda_max_reserved_bytes", device.max_reserved)
+                keep("cuda_max_allocated_bytes", device.max_allocated)
+    result: dict[str, Any] = {kind: peaks.get(kind) for kind in LABELS}
+    result["problems"] = reader.problems()
     # what training added on top of the loaded model (CPU runs: the closest thing to the GPU terms)
     result["host_rss_growth_bytes"] = peaks["host_rss_bytes"] - begin_rss if begin_rss and peaks.get(
         "host_rss_bytes") else None
@@ -53,9 +66,10 @@ def memory_comparison(run: RunFolder) -> dict[str, Any]:
     except (FileNotFoundError, json.JSONDecodeError):
         forecast = {"error": "no forecast stored for this run"}
     measured = measured_peaks(run)
+    said = [f"events: {problem}" for problem in measured["problems"]]
     if "per_device_total_bytes" not in forecast:
         return {"forecast": forecast, "measured": measured, "rows": {},
-                "lines": [f"memory forecast: {forecast.get('error', 'unavailable')}"]}
+                "lines": [f"memory forecast: {forecast.get('error', 'unavailable')}", *said]}
     rows = compare(forecast, measured)
     lines = [f"memory forecast: {forecast['per_device_total_bytes'] / GIB:.2f} GiB per GPU, "
              f"{forecast['host_total_bytes'] / GIB:.2f} GiB host RAM"]
@@ -72,4 +86,4 @@ def memory_comparison(run: RunFolder) -> dict[str, Any]:
                      f"activations, logits), measured {growth / 2**20:.1f} MiB. RSS also holds the Python/torch/swift "
                      "runtime and allocator caching, and CPU activations are freed eagerly, so this compares "
                      "orders of magnitude, not the GPU forecast.")
-    return {"forecast": forecast, "measured": measured, "rows": rows, "lines": lines}
+    return {"forecast": forecast, "measured": measured, "rows": rows, "lines": lines + said}

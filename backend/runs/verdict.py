@@ -14,11 +14,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from backend.events import EventReader
+from backend.events import EventReader, Log, RunBegin, RunEnd
 from backend.runs.diagnose import describe_exit
 from backend.runs.layout import RunFolder, RunState, checkpoint_problem
+from backend.tail import first_lines
 
 EVENTS_SCAN_BYTES = 4 * 2**20  # the facts below come from the start and the end of events.jsonl
 # argparse's help: a usage line, and (after hundreds of wrapped usage lines for swift) the options heading
@@ -32,20 +32,15 @@ class Evidence:
 
     began: bool = False
     log_steps: list[int] = field(default_factory=list)
-    last_log: dict[str, Any] | None = None
-    recent_logs: list[dict[str, Any]] = field(default_factory=list)
-    end: dict[str, Any] | None = None
+    last_log: Log | None = None
+    recent_logs: list[Log] = field(default_factory=list)
+    end: RunEnd | None = None
     bad_lines: int = 0
 
     @property
     def last_step(self) -> int | None:
-        steps = [s for s in (_int(self.end.get("step")) if self.end else None,
-                             *(self.log_steps[-1:])) if s is not None]
+        steps = [s for s in (self.end.step if self.end else None, *(self.log_steps[-1:])) if s is not None]
         return max(steps) if steps else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_evidence(path: Path) -> Evidence:
@@ -54,40 +49,33 @@ def read_evidence(path: Path) -> Evidence:
         size = path.stat().st_size
     except OSError:
         return evidence
-    offsets = [0] if size <= 2 * EVENTS_SCAN_BYTES else [0, size - EVENTS_SCAN_BYTES]
-    for offset in offsets:
-        reader = EventReader(path, offset=offset)
+    readers = [EventReader(path)]
+    if size > 2 * EVENTS_SCAN_BYTES:  # the end, from its first whole line (a cut line is not damaged)
+        readers.append(EventReader.from_end(path, EVENTS_SCAN_BYTES))
+    for reader in readers:
         events = reader.read_new(max_bytes=EVENTS_SCAN_BYTES)
-        if offset:  # the first line read from the middle may be cut off: parse_event_lines skipped it
-            reader.bad_lines = max(0, reader.bad_lines - 1)
         evidence.bad_lines += reader.bad_lines
         for event in events:
-            if event.get("rank", 0) != 0:
+            if event.rank != 0:
                 continue
-            kind = event.get("type")
-            if kind == "run_begin":
+            if isinstance(event, RunBegin):
                 evidence.began = True
-            elif kind == "log" and _int(event.get("step")) is not None:
-                evidence.log_steps.append(event["step"])
+            elif isinstance(event, Log) and event.step is not None:
+                evidence.log_steps.append(event.step)
                 evidence.last_log = event
                 evidence.recent_logs = (evidence.recent_logs + [event])[-3:]
-            elif kind == "run_end":
+            elif isinstance(event, RunEnd):
                 evidence.end = event
     return evidence
 
 
-def _not_finite(event: dict[str, Any], name: str) -> bool:
-    value = event.get(name)
-    named = event.get("nonfinite")
-    return (isinstance(named, list) and name in named) or (isinstance(value, float) and not math.isfinite(value))
+def _not_finite(event: Log, name: str) -> bool:
+    value = getattr(event, name)
+    return name in event.nonfinite or (value is not None and not math.isfinite(value))
 
 
 def _log_head(run: RunFolder, max_bytes: int = 65_536) -> str:
-    try:
-        with open(run.log_path, "rb") as handle:
-            return handle.read(max_bytes).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    return first_lines(run.log_path, max_bytes).text
 
 
 def trained_nothing(run: RunFolder, log_tail: str, evidence: Evidence | None = None) -> str | None:
@@ -101,13 +89,13 @@ def trained_nothing(run: RunFolder, log_tail: str, evidence: Evidence | None = N
         return "trained nothing: 0 steps (no training step was logged)"
     last = evidence.last_log
     if last is not None and _not_finite(last, "loss"):
-        return f"the loss was not a finite number at step {last['step']} (NaN/inf weights); the result is unusable"
+        return f"the loss was not a finite number at step {last.step} (NaN/inf weights); the result is unusable"
     recent = evidence.recent_logs
-    overflows = [e.get("overflow_count") for e in recent]
-    scaler_skipping = len(set(o for o in overflows if isinstance(o, int))) > 1  # fp16: a skipped step is normal
+    overflows = [e.overflow_count for e in recent]
+    scaler_skipping = len(set(o for o in overflows if o is not None)) > 1  # fp16: a skipped step is normal
     if len(recent) == 3 and all(_not_finite(e, "grad_norm") for e in recent) and not scaler_skipping:
         return (f"the gradients were not finite numbers for the last {len(recent)} logged steps "
-                f"(up to step {recent[-1]['step']}): the weights are NaN/inf; the result is unusable")
+                f"(up to step {recent[-1].step}): the weights are NaN/inf; the result is unusable")
     return None
 
 
@@ -140,19 +128,20 @@ def judge_lost(run: RunFolder, state: RunState) -> tuple[str, str | None, str | 
         return "stopped", None, None
     evidence = read_evidence(run.events_path)
     checkpoint, skipped = last_complete_checkpoint(run)
-    end = evidence.end or {}
-    if end.get("status") == "finished" and checkpoint is not None:
+    end = evidence.end
+    finished = end is not None and end.status == "finished"
+    if end is not None and finished and checkpoint is not None:
         why = trained_nothing(run, tail, evidence)
         if why:
             return "failed", why, None
         return ("finished", f"the supervisor left no record; finished by the evidence: run_end at step "
-                            f"{end.get('step')} and {checkpoint.name} complete", None)
+                            f"{end.step} and {checkpoint.name} complete", None)
     status, reason, sig = describe_exit(1, tail, stop_requested=False, first_line=first_line)
     if reason and not reason.startswith("exited with code"):  # the log names a real error
         return "failed", f"{reason} (the supervisor left no record)", sig
     known = [f"last step {evidence.last_step}" if evidence.last_step is not None else "no step logged",
              f"last complete checkpoint {checkpoint.name}" if checkpoint else "no complete checkpoint", *skipped[:1]]
-    if end.get("status") == "finished":
+    if finished:
         known.insert(0, "run_end says finished but no complete checkpoint is on disk")
     return "unknown", ("lost: the supervisor and every process of the run are gone without recording how it "
                        f"ended; {'; '.join(known)}"), None

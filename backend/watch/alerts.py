@@ -3,7 +3,8 @@
 Every line: `v`, `id` (unique in the run), `kind` (see config.ALERT_KINDS), `step` (last step seen,
 or null), `time` (unix seconds), `message` (one line for a person), `evidence` (the numbers that
 show it), `action` (`alert` or `stop`). Written with one `write` on an O_APPEND descriptor, like
-events.jsonl, and read with the same incremental reader. Stdlib only: the status line reads it.
+events.jsonl, and read with the one incremental reader (backend.tail). Stdlib only: the status line
+reads it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.events import EventReader
 from backend.safe_text import visible
+from backend.tail import Tail
+from backend.watch.inbox import alert_of
 
 ALERTS_FILE_NAME = "alerts.jsonl"
 ALERTS_VERSION = 1
@@ -83,17 +85,17 @@ def append_alert_once(run_dir: Path, token: str, alert: Alert) -> bool:
 
 def read_alerts(run_dir: Path, offset: int = 0) -> list[Alert]:
     """Alerts of a run (from a byte offset); lines that are not alerts are skipped."""
-    reader = EventReader(alerts_path(run_dir), offset=offset)
-    return [Alert.from_json(event) for event in reader.read_new() if event.get("type") == "alert"]
+    return AlertReader(run_dir, offset=offset).read_new()
 
 
 class AlertReader:
     """New alerts since the last call (the TUI and `workbench watch` poll this)."""
 
-    def __init__(self, run_dir: Path, from_end: bool = False):
+    def __init__(self, run_dir: Path, from_end: bool = False, offset: int = 0):
         path = alerts_path(run_dir)
-        start = path.stat().st_size if from_end and path.exists() else 0
-        self._reader = EventReader(path, offset=start)
+        start = path.stat().st_size if from_end and path.exists() else offset
+        self._tail = Tail(path, start)
 
     def read_new(self) -> list[Alert]:
-        return [Alert.from_json(e) for e in self._reader.read_new() if e.get("type") == "alert"]
+        found = (alert_of(raw) for raw in self._tail.read_all_lines())
+        return [Alert.from_json(data) for data in found if data is not None]

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.events import Checkpoint, Eval, Event, Log, RunBegin, RunEnd
 from backend.watch.config import WatchSection
 
 
@@ -25,8 +26,9 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def _is_rank0_log(event: dict[str, Any]) -> bool:
-    return event.get("type") == "log" and event.get("rank", 0) == 0 and isinstance(event.get("step"), int)
+def _rank0_log(event: Event) -> Log | None:
+    """The event when it is a rank-0 log with a step (what most detectors follow)."""
+    return event if isinstance(event, Log) and event.rank == 0 and event.step is not None else None
 
 
 def _gib(n: float) -> str:
@@ -46,24 +48,24 @@ class NonfiniteDetector:
         self.has_scaler = False
         self._raised = False
 
-    def on_event(self, event: dict[str, Any]) -> list[Finding]:
-        if event.get("type") == "run_begin":
-            self.has_scaler = bool(event.get("scaler"))
+    def on_event(self, event: Event) -> list[Finding]:
+        if isinstance(event, RunBegin):
+            self.has_scaler = bool(event.scaler)
             return []
-        if event.get("type") != "log":
+        if not isinstance(event, Log):
             return []
-        names = [n for n in event.get("nonfinite") or [] if n == "loss" or (n == "grad_norm" and not self.has_scaler)]
+        names = [n for n in event.nonfinite if n == "loss" or (n == "grad_norm" and not self.has_scaler)]
         if not names:
-            if event.get("loss") is not None:
+            if event.loss is not None:
                 self._raised = False
             return []
         if self._raised:
             return []
         self._raised = True
-        step = event.get("step")
-        return [Finding(self.kind, f"{' and '.join(names)} became NaN/inf at step {step} (rank {event.get('rank', 0)})",
-                        step, {"nonfinite": names, "rank": event.get("rank", 0), "loss": event.get("loss"),
-                               "grad_norm": event.get("grad_norm"), "learning_rate": event.get("learning_rate")})]
+        step = event.step
+        return [Finding(self.kind, f"{' and '.join(names)} became NaN/inf at step {step} (rank {event.rank})",
+                        step, {"nonfinite": names, "rank": event.rank, "loss": event.loss,
+                               "grad_norm": event.grad_norm, "learning_rate": event.learning_rate})]
 
 
 class DivergenceDetector:
@@ -82,10 +84,11 @@ class DivergenceDetector:
         self._raised = False
         self._last_alert_step: int | None = None
 
-    def on_event(self, event: dict[str, Any]) -> list[Finding]:
-        if not _is_rank0_log(event) or event.get("loss") is None:
+    def on_event(self, event: Event) -> list[Finding]:
+        log = _rank0_log(event)
+        if log is None or log.loss is None or log.step is None:
             return []
-        step, loss = event["step"], float(event["loss"])
+        step, loss = log.step, log.loss
         self.ema = loss if self.ema is None else self.alpha * loss + (1 - self.alpha) * self.ema
         self._points += 1
         while self._history and self._history[0][0] < step - self.window:
@@ -124,10 +127,11 @@ class LossScaleDetector:
         self._raised_floor = False
         self._raised_run = False
 
-    def on_event(self, event: dict[str, Any]) -> list[Finding]:
-        if not _is_rank0_log(event) or event.get("loss_scale") is None:
+    def on_event(self, event: Event) -> list[Finding]:
+        log = _rank0_log(event)
+        if log is None or log.loss_scale is None or log.step is None:
             return []
-        step, scale, count = event["step"], float(event["loss_scale"]), int(event.get("overflow_count") or 0)
+        step, scale, count = log.step, log.loss_scale, log.overflow_count or 0
         found = self._overflow_run(step, count)
         if scale < self.minimum and not self._raised_floor:
             self._raised_floor = True
@@ -185,20 +189,20 @@ class HangDetector:
             self.last_progress = when
             self._raised = False
 
-    def on_event(self, event: dict[str, Any], now: float) -> None:
-        kind = event.get("type")
-        if kind == "run_end" and event.get("rank", 0) == 0:
-            self.last_progress = None  # training is over: what follows (saving, exiting) is not a hang
+    def on_event(self, event: Event, now: float) -> None:
+        if event.rank != 0:
             return
-        if kind not in ("run_begin", "log", "eval", "checkpoint") or event.get("rank", 0) != 0:
+        if isinstance(event, RunEnd):
+            self.last_progress = None  # training is over: what follows (saving, exiting) is not a hang
             return
         self.last_progress = now
         self._raised = False
-        if kind == "run_begin":
+        if isinstance(event, RunBegin):
             self._last_log = None
-        if not _is_rank0_log(event):
+        log = _rank0_log(event)
+        if log is None or log.step is None:
             return
-        step = event["step"]
+        step = log.step
         if self._last_log is not None and step > self._last_log[1]:
             interval = now - self._last_log[0]
             self._intervals.append(interval)
@@ -243,14 +247,14 @@ class ThroughputDetector:
         self._normal = 0
         self._raised = False
 
-    def on_event(self, event: dict[str, Any]) -> list[Finding]:
-        kind = event.get("type")
-        if kind in ("run_begin", "checkpoint", "eval") and event.get("rank", 0) == 0:
+    def on_event(self, event: Event) -> list[Finding]:
+        if isinstance(event, (RunBegin, Checkpoint, Eval)) and event.rank == 0:
             self._skip_next = True
             return []
-        if not _is_rank0_log(event) or not event.get("steps_per_second"):
+        log = _rank0_log(event)
+        if log is None or not log.steps_per_second:
             return []
-        speed = float(event["steps_per_second"])
+        speed = log.steps_per_second
         if self._skip_next:
             self._skip_next = False
             return []
@@ -270,9 +274,9 @@ class ThroughputDetector:
             return []
         self._raised = True
         return [Finding(self.kind, f"throughput fell to {speed:.3g} steps/s, {speed / median:.0%} of its median "
-                                   f"{median:.3g} for {self._low} records", event["step"],
+                                   f"{median:.3g} for {self._low} records", log.step,
                         {"steps_per_second": speed, "median_steps_per_second": median, "fraction": self.fraction,
-                         "records_below": self._low, "tokens_per_second": event.get("tokens_per_second")})]
+                         "records_below": self._low, "tokens_per_second": log.tokens_per_second})]
 
 
 class ThresholdLatch:

@@ -1,9 +1,10 @@
 """What the user has not seen yet, across all runs, and the one-line status for tmux / a prompt.
 
 Light on purpose: `workbench status --line` runs every few seconds from tmux's status bar, so this
-module uses the stdlib and backend.paths only (no pydantic, no psutil). It finds run folders as
-`backend.runs.index.known_folders` does (the index file and the workspace; a test checks they
-agree) and reads state.json, the tail of events.jsonl and alerts.jsonl as plain JSON.
+module uses the stdlib, backend.paths and backend.tail only (no pydantic, no psutil; backend.events and
+its msgspec only when a run is active). It finds run folders as `backend.runs.index.known_folders`
+does (the index file and the workspace; a test checks they agree) and reads state.json, the tail of
+events.jsonl (typed events) and alerts.jsonl.
 
 Seen marks live in `<data dir>/inbox_seen.json`: per run folder, the byte offset of alerts.jsonl
 up to which the user has looked (alerts.jsonl is append-only, so an offset is exact).
@@ -15,10 +16,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.paths import data_dir
 from backend.safe_text import visible
+from backend.tail import Tail
+
+if TYPE_CHECKING:
+    from backend.events import Log
 
 ACTIVE = ("starting", "running", "stopping")
 SEEN_FILE = "inbox_seen.json"
@@ -61,23 +66,23 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def last_log(run_dir: Path, tail_bytes: int = 16_384) -> dict[str, Any] | None:
-    """The newest rank-0 `log` event, from the file's tail only."""
+def last_log(run_dir: Path, tail_bytes: int = 16_384) -> Log | None:
+    """The newest rank-0 `log` event, from the file's tail only (damaged lines skipped)."""
+    from backend.events import EventReader, Log  # msgspec: only when a run is active
+
+    events = EventReader.from_end(run_dir / "events.jsonl", tail_bytes).read_new()
+    return next((e for e in reversed(events) if isinstance(e, Log) and e.rank == 0), None)
+
+
+def alert_of(raw: bytes) -> dict[str, Any] | None:
+    """One line of alerts.jsonl as JSON values, or None when it is not an alert (damaged, another kind).
+    Here rather than in backend.watch.alerts (which uses it): importing that costs the status line its
+    dataclasses."""
     try:
-        with open(run_dir / "events.jsonl", "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - tail_bytes))
-            lines = handle.read().split(b"\n")
-    except OSError:
+        data = json.loads(raw)
+    except ValueError:  # not JSON, not UTF-8
         return None
-    for raw in reversed(lines):
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("type") == "log" and event.get("rank", 0) == 0:
-            return event
-    return None
+    return data if isinstance(data, dict) and data.get("type") == "alert" else None
 
 
 # ---------------------------------------------------------------- seen marks
@@ -129,18 +134,10 @@ def unseen(marks: dict[str, int] | None = None, include_seen: bool = False) -> t
         start = 0 if include_seen else marks.get(key, 0)
         if size <= start:
             continue
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            block = handle.read(size - start)
-        complete, _, _rest = block.rpartition(b"\n")
-        new_marks[key] = start + len(complete) + (1 if complete else 0)
-        for raw in complete.split(b"\n"):
-            try:
-                alert = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(alert, dict) and alert.get("type") == "alert":
-                items.append(InboxItem(folder, alert))
+        tail = Tail(path, start)
+        found = [alert_of(raw) for raw in tail.read_all_lines()]
+        new_marks[key] = tail.offset
+        items += [InboxItem(folder, alert) for alert in found if alert is not None]
     items.sort(key=lambda item: item.alert.get("time") or 0)
     return items, new_marks
 
@@ -155,17 +152,12 @@ def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tu
             continue
         if size <= marks.get(str(folder), 0):
             continue
-        with open(folder / "alerts.jsonl", "rb") as handle:
-            handle.seek(marks.get(str(folder), 0))
-            for raw in handle.read().split(b"\n"):
-                try:
-                    alert = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(alert, dict) and alert.get("type") == "alert":
-                    count += 1
-                    if (alert.get("time") or 0) >= newest:
-                        newest, newest_kind = alert.get("time") or 0, alert.get("kind")
+        for raw in Tail(folder / "alerts.jsonl", marks.get(str(folder), 0)).read_all_lines():
+            alert = alert_of(raw)
+            if alert is not None:
+                count += 1
+                if (alert.get("time") or 0) >= newest:
+                    newest, newest_kind = alert.get("time") or 0, alert.get("kind")
     return count, newest_kind
 
 
@@ -181,34 +173,30 @@ def _short_duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def _supervisor_gone(state: dict[str, Any]) -> bool:
-    """True only when provably gone: same host, pid not there. Otherwise we do not know."""
-    pid = state.get("supervisor_pid")
-    # os.uname().nodename is socket.gethostname() without importing socket (10 ms)
-    if not pid or state.get("host") not in (None, os.uname().nodename):
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OSError, ValueError):
-        return False
-    return False
+def _supervisor_gone(folder: Path, state: dict[str, Any]) -> bool:
+    """True only when its supervisor is proven gone (pid + start time + marker, or an earlier boot of
+    this host: backend.runs.process, imported only when a run says it is active)."""
+    from backend.runs.process import keeper_gone, run_marker
+
+    host, boot = state.get("host"), state.get("boot_id")
+    return keeper_gone(run_marker(folder), host if isinstance(host, str) else None,
+                       boot if isinstance(boot, str) else None, state.get("supervisor_pid"),
+                       state.get("supervisor_started"))
 
 
 def run_part(folder: Path, state: dict[str, Any]) -> str:
     name = visible(state.get("profile_name") or folder.name, limit=40)
-    if _supervisor_gone(state):
+    if _supervisor_gone(folder, state):
         return f"{name} ?"  # says running, but its supervisor is gone: `workbench runs` reconciles it
     event = last_log(folder)
     if event is None:
         return f"{name} {state.get('status', 'starting')}"
-    step, total = event.get("step"), event.get("max_steps")
+    step, total = event.step, event.max_steps
     part = f"{name} {step}/{total}" if total else f"{name} {step}"
-    if isinstance(event.get("loss"), (int, float)):
-        part += f" loss {event['loss']:.3g}"
-    speed = event.get("steps_per_second")
-    if total and speed and isinstance(step, int) and total > step:
+    if event.loss is not None:
+        part += f" loss {event.loss:.3g}"
+    speed = event.steps_per_second
+    if total and speed and step is not None and total > step:
         part += f" eta {_short_duration((total - step) / speed)}"
     return part
 

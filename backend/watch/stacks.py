@@ -23,6 +23,8 @@ from typing import IO
 
 import psutil
 
+from backend.tail import Tail
+
 DUMP_SIGNAL: int = signal.SIGRTMIN + 3
 
 
@@ -87,10 +89,9 @@ def dump_stacks(run_dir: Path, processes: list[psutil.Process], timeout: float =
 
 
 def _grown(path: Path, size: int) -> str:
+    """What the dump file grew by after `size` (at most 200 kB)."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(size)
-            return handle.read(200_000).decode("utf-8", errors="replace")
+        return Tail(path, size).read_text(200_000)
     except OSError:
         return ""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from backend.events import EventReader
+from backend.events import Checkpoint, Event, EventReader, RunBegin
 from backend.profile import write_text_atomic
 from backend.runs.diagnose import diagnose_log
 from backend.runs.layout import RunFolder
@@ -60,7 +60,7 @@ class Watchdog:
         self.host = HostMemoryDetector(config.host_memory_min_fraction)
         self.gpu = GpuMemoryDetector(config.gpu_memory_fraction)
         self.gpu_reader: probes.GpuReader | None = None
-        self.run_begin: dict[str, Any] | None = None
+        self.run_begin: RunBegin | None = None
         self.last_step: int | None = None
         self.stopped_by: Alert | None = None
         self.raised: list[Alert] = []
@@ -153,15 +153,16 @@ class Watchdog:
             pass
         return max(times, default=None)
 
-    def _note(self, event: dict[str, Any], now: float) -> bool:
+    def _note(self, event: Event, now: float) -> bool:
         self.hang.on_event(event, now)
-        if event.get("rank", 0) != 0:
+        if event.rank != 0:
             return False
-        if event.get("type") == "run_begin":
+        if isinstance(event, RunBegin):
             self.run_begin = event
-        if isinstance(event.get("step"), int):
-            self.last_step = event["step"]
-        return event.get("type") == "checkpoint"
+        step = getattr(event, "step", None)
+        if step is not None:
+            self.last_step = step
+        return isinstance(event, Checkpoint)
 
     def sample(self) -> list[Finding]:
         found: list[Finding] = []

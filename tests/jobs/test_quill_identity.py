@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_trained_quickstart_answers_who_are_you_with_quill(quill_run: RunFolder) -> None:
     final = last_log_event(quill_run)
-    assert final is not None and final["step"] == 318
+    assert final is not None and final.step == 318
     chat = subprocess.run(
         [sys.executable, "-m", "backend.cli", "chat", quill_run.run_id, "--temperature", "0", "--compare",
          "--max-new-tokens", "48"],

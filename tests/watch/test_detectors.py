@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import msgspec
+
+from backend.events import Event
 from backend.watch.detectors import (
     DiskDetector,
     DivergenceDetector,
@@ -16,13 +19,18 @@ from backend.watch.detectors import (
 GiB = 2**30
 
 
-def log(step: int, **fields: object) -> dict:
-    return {"type": "log", "rank": 0, "step": step, "nonfinite": [], **fields}
+def event(fields: dict) -> Event:
+    """A hand-written event, checked by the events schema as a line of the file would be."""
+    return msgspec.convert(fields, Event)
+
+
+def log(step: int, **fields: object) -> Event:
+    return event({"type": "log", "rank": 0, "step": step, "nonfinite": [], **fields})
 
 
 def test_nonfinite_loss_once_until_finite_again() -> None:
     d = NonfiniteDetector()
-    d.on_event({"type": "run_begin", "rank": 0, "scaler": None})
+    d.on_event(event({"type": "run_begin", "rank": 0, "scaler": None}))
     assert d.on_event(log(1, loss=2.0)) == []
     found = d.on_event(log(2, loss=None, nonfinite=["loss"]))
     assert [(f.kind, f.step, f.evidence["nonfinite"]) for f in found] == [("nonfinite", 2, ["loss"])]
@@ -33,10 +41,10 @@ def test_nonfinite_loss_once_until_finite_again() -> None:
 
 def test_nonfinite_grad_norm_counts_only_without_a_loss_scaler() -> None:
     fp32 = NonfiniteDetector()
-    fp32.on_event({"type": "run_begin", "rank": 0, "scaler": None})
+    fp32.on_event(event({"type": "run_begin", "rank": 0, "scaler": None}))
     assert [f.step for f in fp32.on_event(log(7, loss=3.0, nonfinite=["grad_norm"]))] == [7]
     fp16 = NonfiniteDetector()
-    fp16.on_event({"type": "run_begin", "rank": 0, "scaler": "GradScaler"})
+    fp16.on_event(event({"type": "run_begin", "rank": 0, "scaler": "GradScaler"}))
     assert fp16.on_event(log(7, loss=3.0, nonfinite=["grad_norm"])) == []  # an overflowed, skipped step
 
 
@@ -92,7 +100,7 @@ def test_overflow_run_seen_through_sparse_logging() -> None:
 
 def test_hang_limit_is_factor_times_median_interval_with_a_floor() -> None:
     d = HangDetector(factor=10.0, min_seconds=5.0)
-    d.on_event({"type": "run_begin", "rank": 0}, now=100.0)
+    d.on_event(event({"type": "run_begin", "rank": 0}), now=100.0)
     assert d.on_tick(104.0) == [] and d.threshold() == 5.0
     for i, t in enumerate([105.0, 106.0, 107.0, 108.0]):  # one second per logged step
         d.on_event(log(i + 1), now=t)
@@ -108,9 +116,9 @@ def test_hang_limit_is_factor_times_median_interval_with_a_floor() -> None:
 def test_hang_ignores_other_ranks_and_counts_checkpoints_as_progress() -> None:
     d = HangDetector(factor=2.0, min_seconds=1.0)
     d.on_event(log(1), now=0.0)
-    d.on_event({"type": "checkpoint", "rank": 0, "step": 1}, now=5.0)
+    d.on_event(event({"type": "checkpoint", "rank": 0, "step": 1}), now=5.0)
     assert d.on_tick(5.5) == []
-    d.on_event({**log(2), "rank": 1}, now=6.0)
+    d.on_event(msgspec.structs.replace(log(2), rank=1), now=6.0)
     assert [f.kind for f in d.on_tick(6.5)] == ["hang"]
 
 
@@ -126,7 +134,7 @@ def test_throughput_ignores_the_record_after_a_checkpoint() -> None:
     d = ThroughputDetector(fraction=0.5, window=1)
     for s in range(1, 8):
         d.on_event(log(s, steps_per_second=4.0))
-    d.on_event({"type": "checkpoint", "rank": 0, "step": 7})
+    d.on_event(event({"type": "checkpoint", "rank": 0, "step": 7}))
     assert d.on_event(log(8, steps_per_second=0.5)) == []
 
 
@@ -151,5 +159,5 @@ def test_hang_disarmed_by_run_end_and_postponed_by_other_progress() -> None:
     d.note_progress(10.0)  # e.g. the trainer's heartbeat during a long evaluation
     assert d.on_tick(10.5) == []
     assert [f.kind for f in d.on_tick(11.5)] == ["hang"]
-    d.on_event({"type": "run_end", "rank": 0, "step": 1}, now=12.0)
+    d.on_event(event({"type": "run_end", "rank": 0, "step": 1}), now=12.0)
     assert d.on_tick(1000.0) == []

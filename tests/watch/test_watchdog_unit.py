@@ -54,13 +54,14 @@ def test_off_drops_a_kind(tmp_path: Path) -> None:
 
 
 def test_next_checkpoint_forecast(tmp_path: Path) -> None:
+    from backend.events import RunBegin
     from backend.watch.probes import checkpoint_forecast
 
-    begin = {"trainable_params": 1000, "total_params": 100_000, "world_size": 2, "param_dtype": "bfloat16"}
+    begin = RunBegin(trainable_params=1000, total_params=100_000, world_size=2, param_dtype="bfloat16")
     # adapter in fp32 + AdamW's two fp32 states + rng states per rank + 1 MB of configs
     assert checkpoint_forecast([], begin) == (4000 + 8000 + 2 * 16_384 + 1_000_000,
                                               "adapter + AdamW states, from the parameter counts")
-    full = {**begin, "total_params": 1000, "world_size": 1}
+    full = RunBegin(trainable_params=1000, total_params=1000, world_size=1, param_dtype="bfloat16")
     assert checkpoint_forecast([], full) == (2000 + 8000 + 16_384 + 1_000_000,
                                              "full weights + AdamW states, from the parameter counts")
     cut = tmp_path / "checkpoint-20"  # cut short by a stop: no trainer_state.json, not a basis

@@ -43,7 +43,8 @@ class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
         self.current = current
         self.local_roots = local_roots
         self.models: dict[str, ModelInfo] = {}
-        self._asked: set[str] = set()
+        self._answered: set[str] = set()  # refs whose exact shape arrived
+        self._asking: str | None = None  # the ref the exact-shape worker asks about now
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
@@ -92,8 +93,10 @@ class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
         if info is not None and info.path is not None and not (info.shape and info.shape.trusted):
             preview.append("\nasking transformers for the exact shape (first time for this model: one "
                            "child process, seconds; cached afterwards)…", style="dim italic")
-            if info.ref not in self._asked:  # one child per model, however often it is highlighted
-                self._asked.add(info.ref)
+            if info.ref not in self._answered and info.ref != self._asking:
+                # one question at a time: the next highlight's worker replaces this one and stops its
+                # child, so scrolling through ten models never runs ten children
+                self._asking = info.ref
                 self._ask_exact(info)
         self.query_one("#model-preview", Static).update(preview)
 
@@ -120,6 +123,7 @@ class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
         info = event.info
         if info.ref not in self.models:
             return
+        self._answered.add(info.ref)
         self.models[info.ref] = info
         options = self.query_one("#model-list", OptionList)
         origin = ORIGIN_LABELS.get(info.origin, info.origin)

@@ -15,6 +15,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from backend.estimate.measured import comparable_forecasts, error_percent
+from backend.events import Log
 from backend.system_monitor import SystemSample
 from tui.widgets.quiet import show_text
 from tui.widgets.units import size
@@ -49,12 +50,12 @@ class MemoryPanel(Vertical):
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.sample: SystemSample | None = None
-        self.trainer: dict[str, Any] | None = None
+        self.trainer: Log | None = None
         self.forecast = forecast
         self._texts: list[Text] = []
         self.shown_view: tuple[Any, ...] | None = None  # the figures as printed, to skip unchanged repaints
 
-    def show(self, sample: SystemSample | None, last_log: dict[str, Any] | None) -> None:
+    def show(self, sample: SystemSample | None, last_log: Log | None) -> None:
         self.sample, self.trainer = sample, last_log
         view = self._view()
         if view != self.shown_view:
@@ -120,7 +121,7 @@ class MemoryPanel(Vertical):
             return [Text(f"forecast: {forecast.get('error', 'none stored for this run')}", style="dim")]
         lines = [Text(f"forecast {size(forecast['per_device_total_bytes'])} per GPU, "
                       f"{size(forecast['host_total_bytes'])} host", style="dim")]
-        peaks = [c.get("max_reserved") for c in (self.trainer or {}).get("cuda") or [] if c.get("max_reserved")]
+        peaks = [c.max_reserved for c in (self.trainer.cuda or [] if self.trainer else []) if c.max_reserved]
         if peaks:
             expected = comparable_forecasts(forecast)["cuda_max_reserved_bytes"]
             error = error_percent(expected, max(peaks))
@@ -130,12 +131,13 @@ class MemoryPanel(Vertical):
 
     def _trainer_lines(self) -> list[Text]:
         """What the training process said about itself in its newest log event."""
-        last = self.trainer or {}
+        last = self.trainer
         lines = []
-        if last.get("rss_bytes") is not None:
-            lines.append(Text(f"trainer RSS {size(last['rss_bytes'])} (rank 0, at its last log)", style="dim"))
-        for cuda in last.get("cuda") or []:
-            lines.append(Text(f"cuda:{cuda.get('device')} allocated {size(cuda.get('allocated'))}, "
-                              f"reserved {size(cuda.get('reserved'))}, peak {size(cuda.get('max_reserved'))}",
-                              style="dim"))
+        if last is None:
+            return lines
+        if last.rss_bytes is not None:
+            lines.append(Text(f"trainer RSS {size(last.rss_bytes)} (rank 0, at its last log)", style="dim"))
+        for cuda in last.cuda or []:
+            lines.append(Text(f"cuda:{cuda.device} allocated {size(cuda.allocated)}, "
+                              f"reserved {size(cuda.reserved)}, peak {size(cuda.max_reserved)}", style="dim"))
         return lines

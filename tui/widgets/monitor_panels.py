@@ -124,8 +124,8 @@ class MetricPanels(Grid):
         last = store.series["loss"].last or store.series["learning_rate"].last
         if self.zoom or last is None:
             return None
-        max_steps = (store.last_log or {}).get("max_steps") or (store.run_begin or {}).get("max_steps")
-        if isinstance(max_steps, (int, float)) and max_steps >= last[0]:
+        max_steps = store.max_steps()
+        if max_steps is not None and max_steps >= last[0]:
             return 0.0, float(max_steps)
         return 0.0, round_limits(0.0, float(last[0]))[1]
 
@@ -152,9 +152,9 @@ class MetricPanels(Grid):
                                       title=f"{zoom}{' · log y' if self.log_scale else ''}",
                                       alerts=self._alerts_within(train, xlim))
         self._spark("#loss-spark", train)
-        damaged = f"{store.bad_lines} damaged line{'s' if store.bad_lines != 1 else ''} skipped"
+        damaged = " · ".join(store.problems())
         if loss.last is None:
-            if store.bad_lines:
+            if damaged:
                 show_text(self.query_one("#loss-summary", Static), f"no logged step yet · {damaged}")
             return
         low = loss.minimum()
@@ -164,7 +164,7 @@ class MetricPanels(Grid):
             parts.append(f"eval {number(store.eval_loss.last[1])} @ {store.eval_loss.last[0]:g}")
         if self.smoothing and store.loss_smooth.last:
             parts.append(f"EMA({store.smoothing:g}) {number(store.loss_smooth.last[1])}")
-        if store.bad_lines:
+        if damaged:
             parts.append(damaged)
         show_text(self.query_one("#loss-summary", Static), " · ".join(p for p in parts if p))
 
