@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.command import build_launch  # noqa: E402
-from backend.events import EventReader  # noqa: E402
+from backend.events import EventReader, Log  # noqa: E402
 from backend.hardware import GpuInfo, HardwareInfo, detect_hardware, pick_gpus  # noqa: E402
 from backend.profile import LaunchProfile, save_profile  # noqa: E402
 from backend.runs.layout import RunFolder  # noqa: E402
@@ -276,15 +276,15 @@ def collect(run: RunFolder, case: Case, model: str) -> Row:
     peaks = measured_peaks(run)
     row.measured_reserved_bytes = peaks["cuda_max_reserved_bytes"]
     row.measured_allocated_bytes = peaks["cuda_max_allocated_bytes"]
-    logs = [e for e in EventReader(run.events_path).read_new() if e.get("type") == "log" and e.get("rank", 0) == 0]
-    speeds = [e["steps_per_second"] for e in logs[1:] if e.get("steps_per_second")]  # the first holds warm-up
-    tokens = [e["tokens_per_second"] for e in logs[1:] if e.get("tokens_per_second")]
+    logs = [e for e in EventReader(run.events_path).read_new() if isinstance(e, Log) and e.rank == 0]
+    speeds = [e.steps_per_second for e in logs[1:] if e.steps_per_second]  # the first holds warm-up
+    tokens = [e.tokens_per_second for e in logs[1:] if e.tokens_per_second]
     row.steps_per_second = statistics.median(speeds) if speeds else None
     row.tokens_per_second = statistics.median(tokens) if tokens else None
-    losses = [e["loss"] for e in logs if e.get("loss") is not None]
+    losses = [e.loss for e in logs if e.loss is not None]
     row.loss_first, row.loss_last = (losses[0], losses[-1]) if losses else (None, None)
-    row.loss_scales = [e["loss_scale"] for e in logs if e.get("loss_scale") is not None]
-    row.overflow_count = logs[-1].get("overflow_count") if logs else None
+    row.loss_scales = [e.loss_scale for e in logs if e.loss_scale is not None]
+    row.overflow_count = logs[-1].overflow_count if logs else None
     return row
 
 
