@@ -47,6 +47,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(_paths_exist(profile, base_dir))
     problems += list(_output_dir_free(profile, base_dir))
+    problems += list(_host_memory(profile, hardware, base_dir))
     # swift reads the data only once the model and the data themselves are sound (no child for `--help`)
     unsound = any(p.severity == "error" and p.field.startswith(("model", "data", "template")) for p in problems)
     problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data and not unsound))
@@ -263,6 +264,52 @@ def _gpu_count(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Probl
         yield Problem("distribution.gpu_ids", "warning",
                       f"{len(d.gpu_ids)} GPU ids for {d.nproc_per_node} processes; each process takes one GPU.",
                       "Make nproc_per_node equal the number of GPU ids.")
+
+
+@rule
+def _processes_and_ids_exist(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """More CPU processes than cores (0 cores: not known, a SLURM allocation), a negative GPU id, GPU ids on a
+    machine without a GPU (#29)."""
+    d = profile.distribution
+    if _on_cpu(profile, hardware) and hardware.cpu_count and d.nproc_per_node > hardware.cpu_count:
+        yield Problem("distribution.nproc_per_node", "error",
+                      f"{d.nproc_per_node} processes per machine on {hardware.cpu_count} CPU cores: each process "
+                      f"loads the model and trains on its own core (and its own share of RAM).",
+                      f"Set nproc_per_node <= {hardware.cpu_count}.")
+    negative = [i for i in d.gpu_ids if i < 0]
+    if negative:
+        yield Problem("distribution.gpu_ids", "error", f"GPU ids {negative} are negative; ids count from 0.",
+                      "Pick ids from the GPU list (nvidia-smi).")
+    elif d.gpu_ids and not hardware.has_cuda:
+        yield Problem("distribution.gpu_ids", "error",
+                      f"GPU ids {d.gpu_ids} do not exist: this machine has no NVIDIA GPU.",
+                      "Remove gpu_ids (a CPU run uses none), or launch on a GPU machine.")
+
+
+def _host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> Iterator[Problem]:
+    """The planner's host-RAM forecast per machine against this machine's RAM, when the model's config.json
+    is on disk (the shape is read from it and the planner's cache; no child process)."""
+    from backend.estimate.exact import cached_shape
+    from backend.estimate.from_profile import config_dir_for, request_from_profile
+    from backend.estimate.planner import estimate
+    from backend.estimate.shape import ConfigError
+    from backend.units import gib
+
+    if not hardware.ram_total_bytes:
+        return
+    try:
+        shape = cached_shape(config_dir_for(profile.model.source, base_dir),
+                             tuple(profile.tuner.target_modules) or ("all-linear",))
+        needed = estimate(shape, request_from_profile(profile, shape)).host_total_bytes
+    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+        return
+    if needed > hardware.ram_total_bytes:
+        processes, has = profile.distribution.nproc_per_node, gib(hardware.ram_total_bytes)
+        yield Problem("distribution.nproc_per_node", "error",
+                      f"the forecast needs about {gib(needed)} GiB of host RAM on this machine ({processes} "
+                      f"process(es)); it has {has} GiB.",
+                      "Use fewer processes per machine, a smaller model or batch, or a machine with more RAM "
+                      "(`workbench estimate` shows the terms).")
 
 
 @rule

@@ -118,7 +118,9 @@ def job_profile(profile: LaunchProfile, options: SlurmOptions) -> LaunchProfile:
 
 def allocation_hardware(gpus: int) -> HardwareInfo:
     """What one node of the allocation has, as far as it is known from here."""
-    return HardwareInfo(gpus=tuple(GpuInfo(index=i, name="GPU of the SLURM allocation") for i in range(gpus)))
+    # the nodes' cores and RAM are not known from here (0: validate skips the rules that need them)
+    return HardwareInfo(gpus=tuple(GpuInfo(index=i, name="GPU of the SLURM allocation") for i in range(gpus)),
+                        cpu_count=0, ram_total_bytes=0)
 
 
 def cluster_problems(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> list[Problem]:
@@ -263,7 +265,7 @@ exec {python} -m backend.export.slurm "$RUN_DIR" >>"$RUN_DIR/output.log" 2>&1
 
 def job_main(argv: list[str] | None = None) -> int:
     """Run inside the batch job on the first node: note the job, then supervise the srun step."""
-    from backend.runs.supervise import supervise
+    from backend.runs.supervise import supervise_run
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -282,7 +284,7 @@ def job_main(argv: list[str] | None = None) -> int:
     run.update_state(host=socket.gethostname())
     print(f"===== workbench: SLURM job {job['SLURM_JOB_ID']} on {job['SLURM_JOB_NODELIST']}, "
           f"main {job['main_addr']}:{job['main_port']} =====", flush=True)
-    return supervise(run)
+    return supervise_run(run)
 
 
 if __name__ == "__main__":
