@@ -6,8 +6,10 @@ Screens are built on first use, so the first frame never waits for a screen it d
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.notifications import SeverityLevel
@@ -20,8 +22,11 @@ from tui.terminal_gone import exit_when_the_terminal_is_gone
 from tui.terminal_pace import TerminalPace
 from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
+if TYPE_CHECKING:
+    from tui.widgets.alerts_panel import AlertToaster
 
-class WorkbenchApp(App[None]):
+
+class WorkbenchApp(WorkerFailures, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "finetune-workbench"
     BINDINGS = [
@@ -34,15 +39,24 @@ class WorkbenchApp(App[None]):
     ]
 
     def __init__(self, profile_path: Path | None, start_mode: str = "launch", *,
-                 hardware: HardwareInfo | None = None) -> None:
-        """`hardware` replaces detection (tests and snapshots pin the machine they describe)."""
+                 hardware: HardwareInfo | None = None, refresh_seconds: float | None = None,
+                 low_bandwidth: bool = False, alert_seconds: float = 5.0) -> None:
+        """`hardware` replaces detection (tests and snapshots pin the machine they describe).
+        `refresh_seconds`: the monitor's update interval (None: its default; key i changes it);
+        `low_bandwidth`: the monitor draws sparklines instead of braille plots (key b toggles it);
+        `alert_seconds`: how often the toaster looks for new alerts of any run."""
         super().__init__()
         self.profile_path = Path(profile_path) if profile_path is not None else None
         self.start_mode = start_mode
         self.hardware = hardware
+        self.refresh_seconds = refresh_seconds
+        self.low_bandwidth = low_bandwidth
+        self.alert_seconds = alert_seconds
+        self.alert_toaster: AlertToaster | None = None  # started on mount
         self.launch_screen = None
         self.first_frame_shown = False
-        self.failed_nodes: set[WorkerFailures] = set()  # widgets and screens whose last worker failed
+        # widgets and screens whose last worker failed, held weakly: a screen popped since is not kept alive
+        self.failed_nodes: weakref.WeakSet[WorkerFailures] = weakref.WeakSet()
         self.terminal_pace = TerminalPace(self)  # a terminal that falls behind gets fewer monitor updates (#17)
         self.add_mode("launch", self._make_launch_screen)
         self.add_mode("runs", self._make_runs_screen)
@@ -65,7 +79,7 @@ class WorkbenchApp(App[None]):
         start_warm()  # the library questions of this run share one warm child (its imports kept)
         from tui.widgets.alerts_panel import start_alert_toasts
 
-        start_alert_toasts(self)  # a toast (and the bell) for each new alert of any run (#15)
+        self.alert_toaster = start_alert_toasts(self, self.alert_seconds)  # a toast for each new alert of any run (#15)
         self.terminal_pace.start()
         exit_when_the_terminal_is_gone(self)  # no busy loop on a closed terminal that sent no SIGHUP
         self.switch_mode(self.start_mode)
@@ -118,6 +132,13 @@ class WorkbenchApp(App[None]):
             return bool(self._failed_here())
         return True
 
+    def show_failure(self, message: str) -> None:
+        """The app's own workers (the alert toaster's reads) fail in no widget: the toast and the log say it."""
+
+    def retry(self) -> None:
+        if self.alert_toaster is not None:
+            self.alert_toaster.start_check()
+
     def _failed_here(self) -> list[WorkerFailures]:
         return [node for node in self.failed_nodes if node.failed and on_screen(node, self.screen)]
 
@@ -139,9 +160,7 @@ class WorkbenchApp(App[None]):
 
 
 def run_app(profile_path: Path, refresh_seconds: float | None = None, low_bandwidth: bool = False) -> None:
-    app = WorkbenchApp(profile_path=profile_path)
-    app.refresh_seconds = refresh_seconds  # the monitor's update interval (None: its default); key i changes it
-    app.low_bandwidth = low_bandwidth  # the monitor draws sparklines instead of braille plots; key b toggles it
+    app = WorkbenchApp(profile_path=profile_path, refresh_seconds=refresh_seconds, low_bandwidth=low_bandwidth)
     app.run()
     if app.return_code:  # 1: the terminal was hung up (tui/terminal_gone.py)
         raise SystemExit(app.return_code)

@@ -4,13 +4,14 @@ Every widget or screen that starts workers mixes in `WorkerFailures`. Textual se
 `Worker.StateChanged` only to the node that started the worker (it does not bubble), so the
 mixin handles it there: the error goes to `tui.log` in the workbench's data folder and to
 Textual's log, a toast names what failed, and `show_failure` lets the widget say it in place.
-The app keeps the nodes that failed; its ctrl+r ("Retry", shown only then) calls `retry_failed`
-on those of the current screen.
+The app keeps the nodes that failed, weakly (a screen closed since is let go); its ctrl+r
+("Retry", shown only then) calls `retry_failed` on those of the current screen.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from pathlib import Path
 
 from rich.text import Text
@@ -70,7 +71,9 @@ class WorkerFailures:
         if failures.get(worker.group) == message:
             return  # the same failure again (a timer retrying it): said once is enough
         failures[worker.group] = message
-        logger.error("%s (%s)", message, type(self).__name__, exc_info=error)
+        # the traceback as text: a record holding the exception would hold its frames, and through them
+        # the widget or screen, for as long as a handler keeps records
+        logger.error("%s (%s)\n%s", message, type(self).__name__, "".join(traceback.format_exception(error)).rstrip())
         node = self  # type: ignore[assignment]
         node.log.error(message)  # type: ignore[attr-defined]
         node.app.notify(f"{message}\n{RETRY_KEY} retries.", title="Something failed", severity="error",

@@ -23,13 +23,13 @@ from backend.runs.manager import (
     RunNotFound,
     delete_run,
     find_run,
-    list_runs,
     refresh,
     resume_run,
     start_run,
     stop_run,
     summarize,
 )
+from backend.runs.summaries import SummaryCache
 from backend.safe_text import visible
 from backend.tail import Tail, last_lines
 
@@ -133,8 +133,9 @@ def runs() -> None:
     table = Table(*headers, box=None)
     rows = []
     notes = []
-    for folder in list_runs():
-        s = summarize(folder)
+    loaded = SummaryCache().reload()
+    for s in loaded.summaries:
+        folder = s.run
         step = f"{s.step}/{s.max_steps}" if s.step is not None else "-"
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
         where = s.state.elsewhere() if s.state.status != "damaged" else None
@@ -151,7 +152,7 @@ def runs() -> None:
     Console(width=max(console.width, sum(widths))).print(table)  # console.print clamps to the terminal
     for note in notes:
         console.print(f"  {note}", highlight=False, markup=False, soft_wrap=True)
-    for problem in index.index_problems():
+    for problem in [*loaded.problems, *index.index_problems()]:
         err_console.print(visible(problem), highlight=False, markup=False, soft_wrap=True)
 
 

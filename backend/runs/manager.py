@@ -355,8 +355,10 @@ class RunSummary:
     eta_seconds: float | None
 
 
-def summarize(run: RunFolder) -> RunSummary:
-    state = refresh(run)
+def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:
+    """The run's list line. `state`: the run's state when the caller reconciled it already (the
+    runs list checks damaged folders against one process scan for all of them)."""
+    state = refresh(run) if state is None else state
     last = last_log_event(run)
     step = last.step if last else None
     max_steps = last.max_steps if last else None

@@ -96,7 +96,7 @@ CASES: list[tuple[str, str, Callable, Callable[[Pilot], Widget], str | None]] = 
      lambda p: p.app.screen.query_one("#model-list"), None),
     ("dataset picker", "tui.modals.dataset_picker.find_dataset_files", lambda p: press(p, "f8"),
      lambda p: p.app.screen.query_one("#dataset-list"), None),
-    ("runs list", "tui.screens.runs.list_runs", lambda p: press(p, "f3"),
+    ("runs list", "tui.screens.runs.SummaryCache.reload", lambda p: press(p, "f3"),
      lambda p: p.app.screen.query_one("#runs-note"), "never stops one"),
     ("compare", "tui.screens.compare.load_run_store", open_compare, header, "train loss"),
     ("monitor", "tui.feed.RunFeed.poll", open_monitor, header, None),

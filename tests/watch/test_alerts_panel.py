@@ -69,7 +69,7 @@ async def test_app_wide_toasts_for_any_run_new_alerts_only(isolated_runs: Path) 
         bells = 0
 
         def on_mount(self) -> None:
-            start_alert_toasts(self)
+            self.alert_toaster = start_alert_toasts(self)
 
         def bell(self) -> None:
             self.bells += 1

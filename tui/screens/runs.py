@@ -1,8 +1,10 @@
 """Every run the user has, from any directory: running ones first. Open, stop, resume, delete, compare.
 
-The list is read by a thread worker on a timer (list_runs + summarize also reconcile the
-state of runs whose processes vanished) and arrives as one `Loaded` message. Quitting the
-app or leaving this screen never stops a run: runs live in their own sessions.
+The list is read by a thread worker on a timer, through a `SummaryCache` (backend/runs/summaries.py:
+a run is read again only when its files changed or while it is active; reading also reconciles the
+state of runs whose processes vanished), and arrives as one `Loaded` message. The timer only starts
+the worker: the UI thread reads no file. Quitting the app or leaving this screen never stops a run:
+runs live in their own sessions.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from backend.runs.layout import RunFolder
-from backend.runs.manager import RunSummary, delete_run, list_runs, resume_run, stop_run, summarize
+from backend.runs.manager import RunSummary, delete_run, resume_run, stop_run
+from backend.runs.summaries import SummaryCache
 from tui.modals.dialogs import ConfirmModal
 from tui.safe import plain
 from tui.worker_failures import WorkerFailures, failure_text
@@ -45,10 +48,10 @@ class RunsScreen(WorkerFailures, Screen[None]):
     class Loaded(Message, bubble=False):
         """A fresh list of runs, newest state first."""
 
-        def __init__(self, summaries: list[RunSummary], error: str | None = None) -> None:
+        def __init__(self, summaries: list[RunSummary], problems: list[str]) -> None:
             super().__init__()
             self.summaries = summaries
-            self.error = error
+            self.problems = problems  # runs that could not be read (the others are listed)
 
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, RunsScreen.Loaded)
@@ -59,6 +62,8 @@ class RunsScreen(WorkerFailures, Screen[None]):
         self.summaries: dict[str, RunSummary] = {}
         self.marked: set[str] = set()
         self.loads = 0
+        self.problems: list[str] = []
+        self._cache = SummaryCache()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -92,14 +97,8 @@ class RunsScreen(WorkerFailures, Screen[None]):
 
     @work(thread=True, exclusive=True, group="runs-load", exit_on_error=False, description="Listing runs")
     def _load(self) -> None:
-        summaries: list[RunSummary] = []
-        error = None
-        for run in list_runs():
-            try:
-                summaries.append(summarize(run))
-            except (OSError, ValueError) as err:  # a run folder being deleted or half-written
-                error = f"{run.run_id}: {err}"
-        self.post_message(self.Loaded(summaries, error))
+        loaded = self._cache.reload()
+        self.post_message(self.Loaded(loaded.summaries, loaded.problems))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
@@ -118,12 +117,13 @@ class RunsScreen(WorkerFailures, Screen[None]):
             if current in self.summaries:
                 table.move_cursor(row=table.get_row_index(current))
         self.query_one("#runs-empty").display = not self.summaries
-        if message.error:
-            self.notify(message.error, severity="warning")
+        self._show_problems(message.problems)
 
     def _update_cells(self, table: DataTable, before: dict[str, RunSummary]) -> None:
         """Every reload would otherwise repaint the whole table, over SSH too, even when nothing changed."""
         for key, summary in self.summaries.items():
+            if before[key] is summary:
+                continue  # kept by the cache: its files did not change
             old = self._cells(before[key])
             for (column, _), was, now in zip(COLUMNS, old, self._cells(summary)):
                 if was != now:
@@ -137,11 +137,21 @@ class RunsScreen(WorkerFailures, Screen[None]):
                 step_of(summary.step, summary.max_steps), number(summary.loss),
                 duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-")
 
+    def _show_problems(self, problems: list[str]) -> None:
+        """Runs that could not be read, said in place (and once as a toast, not every reload)."""
+        if problems == self.problems or self.failed:
+            return
+        new = [p for p in problems if p not in self.problems]
+        self.problems = problems
+        self.query_one("#runs-note", Static).update(_problems_text(problems) if problems else KEEP_GOING)
+        if new:
+            self.notify("\n".join(new), title="Some runs could not be read", severity="warning")
+
     def show_failure(self, message: str) -> None:
         self.query_one("#runs-note", Static).update(failure_text(message))
 
     def retry(self) -> None:
-        self.query_one("#runs-note", Static).update(KEEP_GOING)
+        self.query_one("#runs-note", Static).update(_problems_text(self.problems) if self.problems else KEEP_GOING)
         self.action_reload()
 
     def _cursor_key(self) -> str | None:
@@ -235,3 +245,9 @@ class RunsScreen(WorkerFailures, Screen[None]):
             return
         self.app.notify(f"deleted {run.run_id}")
         self.app.call_from_thread(self._load)
+
+
+def _problems_text(problems: list[str]) -> Text:
+    text = Text("⚠ ", style="yellow")
+    text.append(f"{len(problems)} run(s) could not be read: " + "; ".join(problems), style="yellow")
+    return text

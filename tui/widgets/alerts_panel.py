@@ -5,27 +5,38 @@ when `[notify] bell = true`, the terminal bell for each alert that arrives while
 The panel reads the file itself on a slow timer (a stat and, when it grew, the new lines) and
 redraws only when an alert arrived, so an idle monitor sends nothing over SSH. Hidden until the
 run has an alert. Text from alerts is never parsed as markup.
+
+Timers only start thread workers: the UI thread reads no file on a timer. A read that fails (an
+alerts.jsonl that became a folder, a permission taken away) is said where it happened - in the
+panel, or by the toaster naming the run - and never ends the app; the other runs are still read.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.text import Text
+from textual import on, work
 from textual.app import App
 from textual.message import Message
 from textual.widgets import Static
 
 from backend.safe_text import visible
-from backend.watch.alerts import Alert, AlertReader, read_alerts
+from backend.tail import mark
+from backend.watch.alerts import Alert, AlertReader, alerts_path, read_alerts
+from tui.worker_failures import WorkerFailures, failure_text
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
                "nonfinite": "bold red", "loss_scale": "red", "disk": "red"}
 SEVERITY = {"finished": "information", "stopped": "warning"}
+logger = logging.getLogger("workbench.tui")
 
 
-class AlertsPanel(Static):
+class AlertsPanel(WorkerFailures, Static):
     DEFAULT_CSS = """
     AlertsPanel {
         display: none;
@@ -43,6 +54,13 @@ class AlertsPanel(Static):
             super().__init__()
             self.steps = steps
 
+    @dataclass
+    class Read(Message, bubble=False):
+        """What a worker read: the new alerts, and whether they are the ones from before the monitor opened."""
+
+        alerts: list[Alert]
+        old: bool
+
     def __init__(self, run_dir: Path, *, bell: bool | None = None, shown: int = 2, poll_seconds: float = 2.0,
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes, markup=False)
@@ -52,19 +70,47 @@ class AlertsPanel(Static):
         self.bell = _bell_wanted(self.run_dir) if bell is None else bell
         self.alerts: list[Alert] = []
         self._reader = AlertReader(self.run_dir)
+        self._reading = threading.Lock()  # one read at a time: the reader keeps an offset
 
     def on_mount(self) -> None:
-        self.alerts = self._reader.read_new()  # what happened before the monitor opened: listed, not rung
-        self._render_alerts()
-        self.set_interval(self.poll_seconds, self.check)
+        self._read(old=True)  # what happened before the monitor opened: listed, not rung
+        self.set_interval(self.poll_seconds, self._read)
+
+    @work(thread=True, group="alerts-read", exit_on_error=False, description="Reading the run's alerts")
+    def _read(self, old: bool = False) -> None:
+        with self._reading:
+            alerts = self._reader.read_new()
+        if alerts or old:
+            self.post_message(self.Read(alerts, old))
+
+    @on(Read)
+    def _read_arrived(self, message: Read) -> None:
+        if message.old:
+            self.alerts = message.alerts + self.alerts
+            self._render_alerts()
+        else:
+            self._take(message.alerts)
 
     def check(self) -> list[Alert]:
-        new = self._reader.read_new()
+        """Read now, on the caller's thread, and show what is new (the timer does this in a worker)."""
+        with self._reading:
+            new = self._reader.read_new()
+        return self._take(new)
+
+    def show_failure(self, message: str) -> None:
+        self.set_class(True, "-shown")
+        self.update(failure_text(message))
+
+    def retry(self) -> None:
+        self._render_alerts()
+        self._read()
+
+    def _take(self, new: list[Alert]) -> list[Alert]:
         if not new:
             return []
         self.alerts += new
         self._render_alerts()
-        if getattr(self.app, "alert_toaster", None) is not None:
+        if _toaster_of(self.app) is not None:
             return new  # the app-wide toaster toasts and rings for every run, this one included
         for alert in new:
             self.notify(visible(alert.message), title=f"{alert.kind}" + (f" at step {alert.step}" if alert.step is not None else ""),
@@ -103,37 +149,97 @@ def _bell_wanted(run_dir: Path) -> bool:
         return False
 
 
+@dataclass
+class Found:
+    """What one read of every run's alerts found: the new alerts by run folder, and one line per run
+    whose alerts could not be read (the other runs were read all the same)."""
+
+    alerts: dict[Path, list[Alert]] = field(default_factory=dict)
+    problems: dict[Path, str] = field(default_factory=dict)
+    bells: set[Path] = field(default_factory=set)  # runs whose [notify] bell is on
+
+
 class AlertToaster:
     """App-wide: a toast (and the bell where `[notify] bell = true`) for each alert of any run that
-    arrives while the app is open, whatever screen is shown. Polls with a stat per run folder."""
+    arrives while the app is open, whatever screen is shown. Every `interval` seconds a thread
+    worker stats each run's alerts file and reads those that grew; the UI thread only shows."""
 
     def __init__(self, app: App, interval: float = 5.0) -> None:
-        from backend.watch.inbox import run_folders
-
         self.app = app
-        self._folders = run_folders
-        self.offsets = {str(folder): _size(folder) for folder in run_folders()}  # what is there already is old
-        self._bells: dict[str, bool] = {}
-        app.set_interval(interval, self.check)
+        self.offsets: dict[Path, int] | None = None  # None until the first read: what is there then is old
+        self._bells: dict[Path, bool] = {}
+        self._said: dict[Path, str] = {}  # each run's problem, said once
+        self._reading = threading.Lock()
+        app.set_interval(interval, self.start_check)
+        self.start_check()
+
+    def start_check(self) -> None:
+        """The timer's whole work: start a worker (the app's ctrl+r does this too after a failure)."""
+        self.app.run_worker(self._check_in_thread, thread=True, group="alert-toasts", exit_on_error=False,
+                            description="Reading the runs' alerts")
+
+    def _check_in_thread(self) -> None:
+        found = self.read_new()
+        if found.alerts or found.problems:
+            self.app.call_from_thread(self.show, found)
 
     def check(self) -> list[Alert]:
+        """Read and show now, on the caller's thread (tests; the timer reads in a worker)."""
+        return self.show(self.read_new())
+
+    def read_new(self) -> Found:
+        """File I/O only (any thread): the alerts that arrived since the last read. A run whose read
+        fails keeps its offset (tried again next time) and is named in `problems`."""
+        from backend.watch.inbox import run_folders
+
+        if not self._reading.acquire(blocking=False):
+            return Found()  # a read is under way (a slow disk): this tick is skipped
+        try:
+            folders = run_folders()
+            if self.offsets is None:
+                self.offsets = {folder: _size(folder) for folder in folders}
+                return Found()
+            found = Found()
+            for folder in folders:
+                try:
+                    self._read_folder(folder, found)
+                except Exception as err:  # one damaged run folder never hides the others' alerts
+                    found.problems[folder] = f"{type(err).__name__}: {err}"
+            return found
+        finally:
+            self._reading.release()
+
+    def _read_folder(self, folder: Path, found: Found) -> None:
+        assert self.offsets is not None
+        size, start = _size(folder), self.offsets.get(folder, 0)  # a run started after the app opened: all of it
+        if size <= start:
+            return
+        alerts = read_alerts(folder, offset=start)
+        self.offsets[folder] = size
+        if alerts:
+            found.alerts[folder] = alerts
+            if self._bells.setdefault(folder, _bell_wanted(folder)):
+                found.bells.add(folder)
+
+    def show(self, found: Found) -> list[Alert]:
+        """On the UI thread: a toast per new alert (not for the run whose monitor is on screen), the bell,
+        and once per run a warning for a run whose alerts cannot be read."""
         new: list[Alert] = []
-        for folder in self._folders():
-            key, size = str(folder), _size(folder)
-            start = self.offsets.get(key, 0)  # a run started after the app opened: from its first alert
-            if size <= start:
-                continue
-            alerts = read_alerts(folder, offset=start)
-            self.offsets[key] = size
+        for folder, alerts in found.alerts.items():
             for alert in alerts if not self._shown_on_screen(folder) else ():
                 where = f" at step {alert.step}" if alert.step is not None else ""
                 self.app.notify(visible(alert.message), title=visible(f"{folder.name}: {alert.kind}{where}"),
                                 severity=SEVERITY.get(alert.kind, "error"), timeout=10, markup=False)
-            if alerts and self._bells.setdefault(key, _bell_wanted(folder)):
-                self.app.bell()
             new += alerts
+        if found.bells:
+            self.app.bell()
+        for folder, problem in found.problems.items():
+            if self._said.get(folder) != problem:
+                self._said[folder] = problem
+                logger.warning("alerts of %s cannot be read: %s", folder, problem)
+                self.app.notify(visible(f"{alerts_path(folder)}: {problem}"), title=visible(
+                    f"{folder.name}: its alerts cannot be read"), severity="warning", timeout=12, markup=False)
         return new
-
 
     def _shown_on_screen(self, folder: Path) -> bool:
         """The run's monitor is on screen: its alerts panel lists them already, and over SSH a toast
@@ -144,16 +250,20 @@ class AlertToaster:
 
 
 def _size(folder: Path) -> int:
-    try:
-        return (folder / "alerts.jsonl").stat().st_size
-    except OSError:
-        return 0
+    found = mark(alerts_path(folder))  # the one "changed?" check (backend/tail.py)
+    return found.size if found is not None else 0
 
 
-def start_alert_toasts(app: App) -> AlertToaster | None:
+def _toaster_of(app: App) -> AlertToaster | None:
+    from tui.app import WorkbenchApp
+
+    return app.alert_toaster if isinstance(app, WorkbenchApp) else None
+
+
+def start_alert_toasts(app: App, interval: float = 5.0) -> AlertToaster | None:
     """The app's hook: never lets a failure here keep the TUI from opening."""
     try:
-        app.alert_toaster = AlertToaster(app)  # type: ignore[attr-defined]
+        return AlertToaster(app, interval)
     except Exception:
-        app.alert_toaster = None  # type: ignore[attr-defined]
-    return app.alert_toaster  # type: ignore[attr-defined]
+        logger.exception("the alert toasts could not start")
+        return None
