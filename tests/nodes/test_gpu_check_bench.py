@@ -72,7 +72,8 @@ def test_report_from_gpu_shaped_run_folders(tmp_path: Path) -> None:
     for step, scale, overflows in ((5, 65536.0, 0), (10, 32768.0, 1), (15, 32768.0, 1)):
         writer.write("log", step=step, max_steps=15, loss=3.0 - step / 10, loss_scale=scale, overflow_count=overflows,
                      steps_per_second=2.0 + step / 100, tokens_per_second=8000.0,
-                     cuda=[{"device": 0, "max_reserved": 10 * GIB, "max_allocated": 9 * GIB}])
+                     cuda=[{"device": 0, "allocated": GIB, "reserved": 2 * GIB, "max_reserved": 10 * GIB,
+                            "max_allocated": 9 * GIB}])
     case = next(c for c in bench.CASES if c.name == "fp16-loss-scale")
     row = bench.collect(run, case, case.model)
     assert (row.predicted_bytes, row.measured_reserved_bytes, row.overflow_count) == (11 * GIB, 10 * GIB, 1)
