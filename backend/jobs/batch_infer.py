@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.jobs.job import PROGRESS_PREFIX, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
+from backend.jobs.job import PROGRESS_PREFIX, InferFinish, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
 from backend.jobs.targets import target_of_run
 from backend.paths import is_builtin, looks_local, resolve_dataset
 from backend.runs.layout import RunFolder
@@ -86,7 +86,7 @@ def plan_infer(run: RunFolder, *, dataset: list[str] | None = None, out: Path | 
         argv += ["--limit", str(settings.limit)]
     spec = JobSpec(kind="infer", description=f"answer {', '.join(Path(s).name for s in sources)} with {target.label}",
                    argv=argv, cwd=str(Path(__file__).resolve().parents[2]), output=str(out),
-                   finish={"partial": str(partial), "out": str(out)},
+                   finish=InferFinish(partial=str(partial), out=str(out)),
                    notes=[f"model: {target.label}", f"dataset: {', '.join(sources)}", f"results: {out}"])
     return job_id, spec
 
@@ -113,8 +113,8 @@ def start_infer(run: RunFolder, **options: Any) -> JobFolder:
     return start_job(run.jobs_dir, spec, job_id=job_id)
 
 
-def finish_infer(spec: JobSpec) -> str:
-    partial, out = Path(spec.finish["partial"]), Path(spec.finish["out"])
+def finish_infer(data: InferFinish) -> str:
+    partial, out = Path(data.partial), Path(data.out)
     if not partial.is_file():
         raise JobFinishError(f"the inference ended without writing {partial}")
     if out.exists():
@@ -122,10 +122,6 @@ def finish_infer(spec: JobSpec) -> str:
     os.rename(partial, out)
     rows = sum(1 for line in out.read_text(encoding="utf-8").splitlines() if line.strip())
     return f"{rows} answers written to {out}"
-
-
-def discard_infer(spec: JobSpec) -> None:
-    """A failed or stopped inference keeps its partial results (nothing is lost); nothing to remove."""
 
 
 def read_results(path: Path) -> list[ResultRow]:

@@ -20,13 +20,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from backend.profile import write_text_atomic
-from backend.runs.layout import StateFolder
-from backend.runs.process import JOB_MARKER_ENV, Moment, Pid, ProcessFields, current_boot_id, job_marker, start_detached, terminate
+from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
+from backend.runs.process import JOB_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
+from backend.runs.reconcile import reconcile
 
 JobKind = Literal["merge", "infer"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
@@ -36,6 +37,27 @@ PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
 
 class JobFinishError(Exception):
     """The command succeeded but its result could not be put in place."""
+
+
+class MergeFinish(BaseModel):
+    """What a merge's supervisor needs to put the exported model in place (merge.finish_merge)."""
+
+    kind: Literal["merge"] = "merge"
+    temp: str  # swift export's --output_dir, a hidden folder beside the target
+    target: str
+    replace: bool = False
+    record: dict[str, str | int | None] = Field(default_factory=dict)  # written beside the merged model
+
+
+class InferFinish(BaseModel):
+    """What a batch inference's supervisor needs to publish its results (batch_infer.finish_infer)."""
+
+    kind: Literal["infer"] = "infer"
+    partial: str
+    out: str
+
+
+Finish = Annotated[MergeFinish | InferFinish, Field(discriminator="kind")]
 
 
 class JobSpec(BaseModel):
@@ -49,9 +71,17 @@ class JobSpec(BaseModel):
     output: str
     # (log substring, fraction, label): the newest one found in the log is the progress
     progress_markers: list[tuple[str, float, str]] = Field(default_factory=list)
-    # kind-specific data for the finishing step run by the supervisor (see supervise.py)
-    finish: dict[str, Any] = Field(default_factory=dict)
+    # the kind's data for the finishing step run by the supervisor (jobs/supervise.py); None: nothing to finish
+    finish: Finish | None = None
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_finish(cls, data: Any) -> Any:
+        """A spec written before the finish data named its kind: it is the job's kind (`{}`: none)."""
+        if isinstance(data, dict) and isinstance(data.get("finish"), dict) and "kind" not in data["finish"]:
+            data = {**data, "finish": {**data["finish"], "kind": data.get("kind")} if data["finish"] else None}
+        return data
 
 
 class JobState(ProcessFields):
@@ -148,18 +178,12 @@ def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFo
 
 
 def refresh_job(job: JobFolder) -> JobState:
-    """The job's state, reconciled: a job whose supervisor vanished without a final status failed.
-    Its supervisor counts as alive only when proven (pid + start time + the job's marker)."""
-    state = job.read_state()
-    if not state.is_active or state.supervisor_pid is None or state.on_other_host():
-        return state
-    marker = job_marker(job.path)
-    if not state.before_reboot() and marker.owns(state.supervisor_pid, state.supervisor_started):
-        return state
-    time.sleep(0.05)  # the supervisor may be writing its final state this instant
-    state = job.read_state()
-    if not state.is_active or marker.processes():
-        return state
+    """The job's state, reconciled (reconcile.py): a job whose supervisor is proven gone without a final
+    status is stopped (a stop was asked) or failed, and the kind cleans up what it left."""
+    return reconcile(job.read_state, job_marker(job.path), lambda lost: _conclude_lost(job, lost))
+
+
+def _conclude_lost(job: JobFolder, state: JobState) -> JobState:
     from backend.jobs.supervise import discard  # the kind's clean-up (e.g. a half-written merge)
 
     discard(job.read_spec())

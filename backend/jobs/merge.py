@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from backend.jobs.job import JobFinishError, JobFolder, JobSpec, list_jobs, refresh_job, start_job
+from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
 from backend.jobs.targets import MODEL_RECORD, TargetError, is_adapter_checkpoint, pick_checkpoint, \
     read_checkpoint_args
 from backend.profile import write_text_atomic
@@ -63,8 +63,8 @@ class MergePlan:
         return JobSpec(
             kind="merge", description=f"merge {self.checkpoint.name} of {self.run_id} into {self.target}",
             argv=self.argv, cwd=str(cwd), output=str(self.target), progress_markers=PROGRESS_MARKERS,
-            finish={"temp": str(self.temp_dir), "target": str(self.target), "replace": self.replace,
-                    "record": self.record},
+            finish=MergeFinish(temp=str(self.temp_dir), target=str(self.target), replace=self.replace,
+                               record=self.record),
             notes=self.notes,
         )
 
@@ -106,9 +106,13 @@ def _check_checkpoint(checkpoint: Path) -> None:
                            "wait for the trainer to finish writing it, or pick another with --checkpoint")
 
 
+def _merge_target(spec: JobSpec) -> str | None:
+    return spec.finish.target if isinstance(spec.finish, MergeFinish) else None
+
+
 def _check_target(run: RunFolder, target: Path, replace: bool) -> None:
     for job in list_jobs(run.jobs_dir, kind="merge"):
-        if refresh_job(job).is_active and job.read_spec().finish.get("target") == str(target):
+        if refresh_job(job).is_active and _merge_target(job.read_spec()) == str(target):
             raise MergeRefused(f"a merge into {target} is already running (job {job.job_id}); wait for it")
     if target.exists() and not replace:
         raise MergeRefused(f"{target} already exists{_describe_existing(target)}; nothing was changed. "
@@ -179,13 +183,13 @@ def start_merge(run: RunFolder, checkpoint: int | None = None, *, output: Path |
 # ---------------------------------------------------------------- run by the job's supervisor
 
 
-def finish_merge(spec: JobSpec) -> str:
+def finish_merge(spec: JobSpec, data: MergeFinish) -> str:
     """Move the exported model from its temporary folder into place; never over an existing one
     unless the job was started with replace."""
-    temp, target, replace = Path(spec.finish["temp"]), Path(spec.finish["target"]), spec.finish["replace"]
+    temp, target, replace = Path(data.temp), Path(data.target), data.replace
     if not (temp / "config.json").is_file():
         raise JobFinishError(f"swift export ended without writing a model into {temp}")
-    record = {**spec.finish["record"], "created_at": time.time(), "swift_argv": spec.argv}
+    record = {**data.record, "created_at": time.time(), "swift_argv": spec.argv}
     write_text_atomic(temp / MODEL_RECORD, json.dumps(record, indent=2))
     if not target.exists():
         try:
@@ -208,9 +212,9 @@ def finish_merge(spec: JobSpec) -> str:
     return f"merged model written to {target} (replacing the previous one)"
 
 
-def discard_merge(spec: JobSpec) -> None:
+def discard_merge(data: MergeFinish) -> None:
     """Remove the temporary folder of a merge that failed or was stopped."""
-    temp = Path(spec.finish.get("temp", ""))
+    temp = Path(data.temp)
     if temp.name.startswith(".") and temp.is_dir():
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -23,14 +23,15 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from backend.events import EVENTS_FILE_NAME
 from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile, write_text_atomic
-from backend.runs.process import Moment, Pid, ProcessFields, current_boot_id, this_host
+from backend.runs import process
+from backend.runs.process import current_boot_id, this_host
 from backend.tail import last_lines, lines_before
 
 # unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
@@ -41,6 +42,38 @@ RESUMABLE_STATUSES: tuple[Status, ...] = ("stopped", "failed")
 IDENTITY_FILE = "run.json"  # written once when the folder is made: what makes a folder a run folder
 IDENTITY_KIND = "finetune-workbench run"
 MAX_STATE_BYTES = 1_000_000  # a state.json is a few hundred bytes; anything huge is not one
+
+
+# a time (unix seconds) or pid read from a file: finite and in range, or the file is damaged
+Moment = Annotated[float, Field(allow_inf_nan=False, ge=0)]
+Pid = Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+
+class ProcessFields(BaseModel):
+    """What run and job states share about their processes: where they were started and the
+    supervisor's identity (pid + start time). Subclasses add their child (trainer / job command).
+    Proof of identity is backend/runs/process.py's."""
+
+    host: str = Field(default_factory=this_host)
+    boot_id: str | None = None  # None: recorded by an older workbench, the boot cannot be checked
+    supervisor_pid: Pid | None = None
+    supervisor_started: Moment | None = None
+
+    def elsewhere(self) -> str | None:
+        """Why this record's processes cannot be signalled from here (another host, an earlier
+        boot of this one), or None."""
+        return process.elsewhere(self.host, self.boot_id)
+
+    def on_other_host(self) -> bool:
+        return self.host != this_host()
+
+    def before_reboot(self) -> bool:
+        """Recorded here in an earlier boot: every process it names is gone, its pids are others' now."""
+        return not self.on_other_host() and self.boot_id is not None and self.boot_id != current_boot_id()
+
+    def keeper_gone(self, marker: process.Marker) -> bool:
+        """Whether its supervisor is proven gone (process.keeper_gone)."""
+        return process.keeper_gone(marker, self.host, self.boot_id, self.supervisor_pid, self.supervisor_started)
 
 
 class StateUnreadable(ValueError):

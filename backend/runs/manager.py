@@ -41,6 +41,7 @@ from backend.runs.layout import (
 )
 from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
 from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
+from backend.runs.reconcile import reconcile
 from backend.runs.verdict import judge_lost
 from backend.validate import Problem, errors, validate
 
@@ -233,21 +234,12 @@ def refresh(run: RunFolder) -> RunState:
             return state.model_copy(update={"status": "running", "failure_reason": (
                 f"{state.failure_reason}; its processes are still running (`workbench stop` stops them)")})
         return state
-    if not state.is_active:
-        return state
-    if state.on_other_host():
-        return state  # e.g. a SLURM job seen from the login node: its own supervisor keeps state.json
-    marker = run_marker(run.path)
-    if not state.before_reboot() and marker.owns(state.supervisor_pid, state.supervisor_started):
-        return state
-    if state.status == "starting" and state.supervisor_pid is None:
-        return state  # being created right now, or a SLURM job still queued (a failed launch leaves no folder)
-    time.sleep(0.05)  # the supervisor may be writing its final state this instant
-    state = run.state_or_damaged()
-    if not state.is_active:
-        return state
-    if marker.processes():
-        return state  # supervisor lost, training still going
+    return reconcile(run.state_or_damaged, run_marker(run.path), lambda lost: _conclude_lost(run, lost), state)
+
+
+def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
+    """The supervisor and every process of the run are gone without a final status: conclude from
+    the evidence (verdict.judge_lost), say it once in the run's alerts, and record it."""
     status, reason, sig = judge_lost(run, state)
     _alert_supervisor_gone(run, status, reason)
     try:

@@ -31,14 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import psutil
-from pydantic import BaseModel, Field
-
-# a time (unix seconds) or pid read from a file: finite and in range, or the file is damaged
-Moment = Annotated[float, Field(allow_inf_nan=False, ge=0)]
-Pid = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 RUN_MARKER_ENV = "WORKBENCH_RUN_DIR"
 JOB_MARKER_ENV = "WORKBENCH_JOB_DIR"
@@ -69,30 +63,28 @@ def start_time_of(pid: int | None) -> float | None:
         return None
 
 
-class ProcessFields(BaseModel):
-    """What run and job states share about their processes: where they were started and the
-    supervisor's identity (pid + start time). Subclasses add their child (trainer / job command)."""
+def elsewhere(host: str | None, boot_id: str | None) -> str | None:
+    """Why processes recorded on `host` in boot `boot_id` cannot be signalled from here (another host,
+    an earlier boot of this one), or None. `boot_id` None: an older record, the boot is not checked."""
+    if host is not None and host != this_host():
+        return f"started on host {host!r}, not on this one ({this_host()!r})"
+    if boot_id is not None and boot_id != current_boot_id():
+        return f"recorded before this machine ({this_host()}) last rebooted"
+    return None
 
-    host: str = Field(default_factory=this_host)
-    boot_id: str | None = None  # None: recorded by an older workbench, the boot cannot be checked
-    supervisor_pid: Pid | None = None
-    supervisor_started: Moment | None = None
 
-    def elsewhere(self) -> str | None:
-        """Why this record's processes cannot be signalled from here (another host, an earlier
-        boot of this one), or None."""
-        if self.on_other_host():
-            return f"started on host {self.host!r}, not on this one ({this_host()!r})"
-        if self.before_reboot():
-            return f"recorded before this machine ({self.host}) last rebooted"
-        return None
-
-    def on_other_host(self) -> bool:
-        return self.host != this_host()
-
-    def before_reboot(self) -> bool:
-        """Recorded here in an earlier boot: every process it names is gone, its pids are others' now."""
-        return not self.on_other_host() and self.boot_id is not None and self.boot_id != current_boot_id()
+def keeper_gone(marker: Marker, host: str | None, boot_id: str | None, pid: object, started: object) -> bool:
+    """Whether the recorded keeper (a supervisor) is proven gone: recorded here before a reboot, or
+    no process with its pid and start time carries `marker`. False where it cannot be proven: another
+    host, no pid recorded yet, or a process of that start time whose environment is not ours to read."""
+    if host is not None and host != this_host():
+        return False
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if boot_id is not None and boot_id != current_boot_id():
+        return True  # every process of an earlier boot is gone, its pid is another's now
+    recorded = started if isinstance(started, (int, float)) and not isinstance(started, bool) else None
+    return marker.gone(pid, recorded)
 
 
 @dataclass(frozen=True)
@@ -119,6 +111,21 @@ class Marker:
         except (psutil.Error, ValueError, OverflowError):
             return None
         return proc if self.carried_by(proc) else None
+
+    def gone(self, pid: int, started: float | None) -> bool:
+        """Proven not the recorded process: no such pid, another start time, or its environment
+        (readable) lacks the marker. `started` None (not recorded): the marker alone decides."""
+        try:
+            proc = psutil.Process(pid)
+            if started is not None and abs(proc.create_time() - started) > START_TIME_TOLERANCE_SECONDS:
+                return True
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+            return proc.environ().get(self.env) != self.value
+        except psutil.NoSuchProcess:
+            return True
+        except (psutil.Error, ValueError, OverflowError):  # not ours to read: not provable
+            return False
 
     def processes(self) -> list[psutil.Process]:
         """Every live process on this host that carries the marker (never this process)."""

@@ -1,9 +1,23 @@
-"""The run's supervisor: session leader of a run, parent of the launcher, keeper of state.json.
+"""The one supervisor: keeper of a run or a job, session leader, parent of its command.
 
-`python -m backend.runs.supervise RUN_DIR` reads the argv from command.json, starts it,
-waits, and records how it ended (exit code, signal, reason from the log). It ignores
-SIGHUP and SIGINT, so only `workbench stop` (which signals every process of the run) or the
-end of training ends it. No torch in this process (numpy, for the events summary, at most).
+    python -m backend.runs.supervise RUN_DIR    a run (the SLURM batch job enters through backend.export.slurm)
+    python -m backend.jobs.supervise JOB_DIR    a job: this supervisor with the job's `Kept` plugged in
+
+It is started detached (process.start_detached: a new session, stdin from /dev/null, output to the
+folder's log, the folder's marker in its environment) and does, for every kind, in this order:
+
+1. signal handlers first: SIGHUP and SIGINT are ignored (only a stop, which signals every process of
+   the folder, or the command's end ends it); a SIGTERM is passed on to the command, and one that
+   comes before the command exists is remembered and delivered right after it starts (never lost);
+2. records who keeps the folder (host, boot, pid + start time), unless a stop came first;
+3. starts the kind's command and waits for it;
+4. waits for the stragglers that carry the folder's marker (torch elastic's workers sit in sessions
+   of their own) and kills those left after a grace time;
+5. lets the kind record the outcome. The final state is written before this process exits: the
+   reconciler (reconcile.py) concludes "lost" only once this process is proven gone, then reads
+   state.json again.
+
+No torch in this process (numpy, for the events summary, at most).
 """
 
 from __future__ import annotations
@@ -14,50 +28,150 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 from backend.runs.layout import RunFolder
-from backend.runs.process import current_boot_id, run_processes, signal_processes, start_time_of, this_host
+from backend.runs.process import Marker, current_boot_id, run_marker, signal_processes, start_time_of, this_host
 from backend.runs.verdict import judge_exit
 from backend.watch.watchdog import append_watch_log, start_watchdog
 
 if TYPE_CHECKING:
     from backend.series_summary import KeeperThread
+    from backend.watch.watchdog import Watchdog, _NoWatchdog
+
+STRAGGLER_SECONDS = 30.0
 
 
-def supervise(run: RunFolder) -> int:
-    command = run.read_command()
-    state = run.read_state()
-    # who keeps this run, proven later by pid + start time + marker (on a SLURM node: that node)
-    run.update_state(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
-                     supervisor_started=start_time_of(os.getpid()))
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGTERM to the supervisor alone is passed on to the launcher, which ends its workers
-    child: subprocess.Popen[bytes] | None = None
+@dataclass(frozen=True)
+class Command:
+    """What the supervisor starts: argv, working folder, variables added to its own environment."""
 
-    def forward_term(signum: int, _frame: object) -> None:
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+    argv: list[str]
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
 
-    signal.signal(signal.SIGTERM, forward_term)
-    child = subprocess.Popen(command["argv"], cwd=command.get("cwd") or str(run.path), stdin=subprocess.DEVNULL,
-                             # the launcher gets default signal handling back
-                             preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
-                                                 signal.signal(signal.SIGHUP, signal.SIG_IGN)))
-    run.update_state(status="running", trainer_pid=child.pid, trainer_started=start_time_of(child.pid),
-                     started_at=state.started_at or time.time())
-    watchdog = start_watchdog(run, child.pid)  # alerts from outside the trainer (#15)
-    summary = _start_summary(run)  # so that a monitor opens a long run without reading it all
+
+class Kept(Protocol):
+    """What one kind of folder (a run, a job) plugs into the supervisor."""
+
+    marker: Marker
+
+    def record_keeper(self, **identity: object) -> bool:
+        """Write the supervisor's identity into the state; True when a stop was asked already."""
+        ...
+
+    def command(self) -> Command: ...
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        """The command runs: record its pid and start time, start the kind's helpers."""
+        ...
+
+    def ended(self, code: int | None, stopped: bool) -> None:
+        """Record how it ended (`code` None: never started) and finish or clean up; `stopped`: a stop
+        was asked (state) or a SIGTERM came."""
+        ...
+
+
+class SignalRelay:
+    """SIGTERM to the supervisor goes to its command, also when it comes before the command exists."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending: int | None = None
+        self.received = False
+
+    def install(self) -> SignalRelay:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = True
+        if self.child is None:
+            self.pending = signum  # delivered by `attach` once the command has started
+        elif self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def attach(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child  # from here on the handler forwards by itself
+        pending, self.pending = self.pending, None
+        if pending is not None and child.poll() is None:
+            child.send_signal(pending)
+
+
+def supervise(kept: Kept) -> int:
+    """Keep one folder's command from start to recorded end (the module's docstring says how)."""
+    relay = SignalRelay().install()
+    stop_asked = kept.record_keeper(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
+                                    supervisor_started=start_time_of(os.getpid()))
+    if stop_asked or relay.received:  # stopped before it began: nothing is started
+        kept.ended(None, stopped=True)
+        return 0
+    command = kept.command()
+    child = subprocess.Popen(command.argv, cwd=command.cwd, env={**os.environ, **command.env},
+                             stdin=subprocess.DEVNULL,
+                             # the command gets default SIGINT handling back (SIGHUP stays ignored)
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    relay.attach(child)
+    kept.started(child)
     code = child.wait()
-    _wait_for_stragglers(run)
-    final = run.read_state()
-    status, reason, sig = judge_exit(run, code, stop_requested=final.stop_requested)
-    run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, ended_at=time.time())
-    watchdog.finish()
-    if summary is not None:
-        summary.finish()
+    wait_for_stragglers(kept.marker)
+    kept.ended(code, relay.received)
     return 0
+
+
+def wait_for_stragglers(marker: Marker, timeout: float = STRAGGLER_SECONDS) -> None:
+    """The command can exit a moment before its own children: the final state is written only once
+    no process carrying the marker is left (those left after `timeout` are killed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not marker.processes():
+            return
+        time.sleep(0.2)
+    signal_processes(marker.processes(), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- a run
+
+
+class RunKept:
+    """A training run: command.json's argv; the watchdog and the events summary beside it; the end
+    judged from the exit code and the evidence (verdict.judge_exit)."""
+
+    def __init__(self, run: RunFolder):
+        self.run, self.marker = run, run_marker(run.path)
+        self.watchdog: Watchdog | _NoWatchdog | None = None
+        self.summary: KeeperThread | None = None
+
+    def record_keeper(self, **identity: object) -> bool:
+        return self.run.update_state(**identity).stop_requested
+
+    def command(self) -> Command:
+        command = self.run.read_command()
+        return Command(command["argv"], command.get("cwd") or str(self.run.path))
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        state = self.run.read_state()
+        self.run.update_state(status="running", trainer_pid=child.pid, trainer_started=start_time_of(child.pid),
+                              started_at=state.started_at or time.time())
+        self.watchdog = start_watchdog(self.run, child.pid)  # alerts from outside the trainer (#15)
+        self.summary = _start_summary(self.run)  # so that a monitor opens a long run without reading it all
+
+    def ended(self, code: int | None, stopped: bool) -> None:
+        stop_requested = stopped or self.run.read_state().stop_requested
+        if code is None:
+            self.run.update_state(status="stopped", stop_requested=True, ended_at=time.time())
+            return
+        status, reason, sig = judge_exit(self.run, code, stop_requested=stop_requested)
+        self.run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason,
+                              stop_requested=stop_requested, ended_at=time.time())
+        if self.watchdog is not None:
+            self.watchdog.finish()
+        if self.summary is not None:
+            self.summary.finish()
 
 
 def _start_summary(run: RunFolder) -> KeeperThread | None:
@@ -71,19 +185,12 @@ def _start_summary(run: RunFolder) -> KeeperThread | None:
         return None
 
 
-def _wait_for_stragglers(run: RunFolder, timeout: float = 30.0) -> None:
-    """The launcher can exit a moment before its workers (torch elastic puts them in sessions of
-    their own): the final status is written only once no process of the run is left."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not run_processes(run.path):
-            return
-        time.sleep(0.2)
-    signal_processes(run_processes(run.path), signal.SIGKILL)
+def supervise_run(run: RunFolder) -> int:
+    return supervise(RunKept(run))
 
 
 def main() -> None:
-    sys.exit(supervise(RunFolder(sys.argv[1])))
+    sys.exit(supervise_run(RunFolder(sys.argv[1])))
 
 
 if __name__ == "__main__":

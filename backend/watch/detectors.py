@@ -202,12 +202,13 @@ class HangDetector:
         log = _rank0_log(event)
         if log is None or log.step is None:
             return
-        step = log.step
+        # steps are timed by the trainer's own clock: lines read in one poll are not 0 s apart
+        step, logged = log.step, log.time if log.time > 0 else now
         if self._last_log is not None and step > self._last_log[1]:
-            interval = now - self._last_log[0]
+            interval = max(0.0, logged - self._last_log[0])
             self._intervals.append(interval)
             self._step_times.append(interval / (step - self._last_log[1]))
-        self._last_log = (now, step)
+        self._last_log = (logged, step)
         self.last_step = step
 
     def threshold(self) -> float:

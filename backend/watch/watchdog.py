@@ -65,6 +65,7 @@ class Watchdog:
         self.stopped_by: Alert | None = None
         self.raised: list[Alert] = []
         self._stop = threading.Event()
+        self._close_timeout = 30.0  # the sinks' last deliveries: set by `finish`
         self._thread: threading.Thread | None = None
         self._next_sample = 0.0
         self._next_status = 0.0
@@ -88,13 +89,23 @@ class Watchdog:
                 self.log_error("poll failed")
             self._cpu_seconds += time.thread_time() - cpu
             self._stop.wait(self.config.poll_seconds)
+        self._final(self._close_timeout)
 
     def finish(self, timeout: float = 30.0) -> None:
-        """The run has ended and its final state is written: last events, the final alert,
-        the sinks' last deliveries (bounded by `timeout`)."""
+        """The run has ended and its final state is written: last events, the final alert, the sinks'
+        last deliveries (bounded by `timeout`). They are done by the watchdog's own thread once its
+        current poll is over (one poller only: a second would skip events or alert twice); this waits
+        for it a bounded time."""
+        self._close_timeout = timeout
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.config.stop_grace_seconds * 2 + 10)
+        if self._thread is None:  # never started: nothing polls but this
+            self._final(timeout)
+            return
+        self._thread.join(timeout=self.config.stop_grace_seconds * 2 + 10 + timeout)
+        if self._thread.is_alive():
+            append_watch_log(self.run.path, "the watchdog did not end in time; the final alert may be missing")
+
+    def _final(self, timeout: float) -> None:
         try:
             self.poll(time.time(), ticks=False)
             self.raise_alert(self.final_finding())

@@ -8,11 +8,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from backend.runs import index
+from backend.runs.process import RUN_MARKER_ENV
 from backend.watch import inbox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,20 +40,49 @@ def _run(workspace: Path, name: str, status: str, supervisor_pid: int | None, cr
     return folder
 
 
+def _supervisor(folder: Path) -> subprocess.Popen[bytes]:
+    """A stand-in for the run's supervisor: alive and carrying the run's marker, recorded in state.json."""
+    keeper = subprocess.Popen(["sleep", "120"], env={**os.environ, RUN_MARKER_ENV: str(folder.resolve())})
+    state = json.loads((folder / "state.json").read_text())
+    state.update(supervisor_pid=keeper.pid, supervisor_started=psutil.Process(keeper.pid).create_time())
+    (folder / "state.json").write_text(json.dumps(state))
+    return keeper
+
+
 @pytest.fixture
-def runs(isolated_runs: Path) -> Path:
+def runs(isolated_runs: Path) -> Iterator[Path]:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    _run(isolated_runs, "quick-a", "running", os.getpid(), 100.0,
-         logs=[{"step": 119, "max_steps": 400, "loss": 1.5, "steps_per_second": 2.0},
-               {"step": 120, "max_steps": 400, "loss": 1.2345, "steps_per_second": 2.0},
-               {"step": 120, "max_steps": 400, "loss": 9.0, "steps_per_second": 2.0, "rank": 1}])
+    quick = _run(isolated_runs, "quick-a", "running", None, 100.0,
+                 logs=[{"step": 119, "max_steps": 400, "loss": 1.5, "steps_per_second": 2.0},
+                       {"step": 120, "max_steps": 400, "loss": 1.2345, "steps_per_second": 2.0},
+                       {"step": 120, "max_steps": 400, "loss": 9.0, "steps_per_second": 2.0, "rank": 1}])
+    keeper = _supervisor(quick)
     _run(isolated_runs, "lost-b", "running", dead.pid, 90.0)
     _run(isolated_runs, "big-c", "failed", None, 80.0,
          alerts=[{"id": "x1", "kind": "hang", "step": 800, "time": 1_790_000_000.0, "message": "no progress for 600 s"},
                  {"id": "x2", "kind": "failed", "step": 812, "time": 1_790_000_100.0,
                   "message": "CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory."}])
-    return isolated_runs
+    yield isolated_runs
+    keeper.kill()
+    keeper.wait()
+
+
+def test_a_live_pid_that_is_not_the_runs_supervisor_is_said_gone(isolated_runs: Path) -> None:
+    _run(isolated_runs, "planted-g", "running", os.getpid(), 100.0)  # alive, but no marker of the run
+    assert _cli("status", "--line").stdout == "planted ?\n"
+
+
+def test_a_supervisor_recorded_before_this_host_rebooted_is_said_gone(isolated_runs: Path) -> None:
+    folder = _run(isolated_runs, "old-h", "running", None, 100.0)
+    keeper = _supervisor(folder)  # its pid is alive and even carries the marker: a pid of this boot
+    try:
+        state = json.loads((folder / "state.json").read_text())
+        (folder / "state.json").write_text(json.dumps({**state, "boot_id": "an-earlier-boot"}))
+        assert _cli("status", "--line").stdout == "old ?\n"
+    finally:
+        keeper.kill()
+        keeper.wait()
 
 
 def test_status_line_then_inbox_marks_seen(runs: Path) -> None:
