@@ -1,0 +1,122 @@
+"""One smoke test per private (or internal) piece of a library that the workbench patches or calls.
+
+pyproject.toml pins these libraries to the minor versions these tests passed on. When an upgrade breaks
+one, its message names the upstream change to look for and the code of ours that depends on it.
+swift is imported once for the module (about 10 s)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import accelerate.state
+import torch
+from accelerate import Accelerator
+from accelerate.optimizer import AcceleratedOptimizer, patch_optimizer_step
+from swift.callbacks import callbacks_map
+from swift.dataset.packing import calculate_matched_group
+from swift.dataset.preprocessor.core import RowPreprocessor
+from swift.model.model_meta import get_matched_model_types
+from swift.model.register import MODEL_MAPPING
+from swift.template import Template
+from swift.template.register import TEMPLATE_MAPPING
+from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
+
+
+def _keywords(function: object) -> set[str]:
+    return set(inspect.signature(function).parameters)  # type: ignore[arg-type]
+
+
+def test_swift_row_preprocessor_batched_preprocess() -> None:
+    """backend/oracle/swift_data.py wraps it to name each row swift drops."""
+    assert {"batched_row", "strict", "ignore_max_length_error"} <= _keywords(RowPreprocessor.batched_preprocess), (
+        "ms-swift changed RowPreprocessor.batched_preprocess(self, batched_row, *, strict, ignore_max_length_error) "
+        "(swift/dataset/preprocessor/core.py): update _observe_preprocessor in backend/oracle/swift_data.py")
+    assert callable(getattr(RowPreprocessor, "batched_to_rows", None)) and callable(
+        getattr(RowPreprocessor, "rows_to_batched", None)), (
+        "ms-swift removed RowPreprocessor.batched_to_rows / rows_to_batched, which _observe_preprocessor uses")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    kept = RowPreprocessor().batched_preprocess({"messages": [chat]}, strict=True, ignore_max_length_error=False)
+    assert kept == {"messages": [chat]}, f"ms-swift's RowPreprocessor now changes a plain chat row: {kept}"
+
+
+def test_swift_template_prepare_generate_kwargs() -> None:
+    """backend/jobs/chat_worker.py (install_stop) wraps it to add a stopping criterion."""
+    assert _keywords(Template.prepare_generate_kwargs) == {"self", "generate_kwargs", "model"}, (
+        "ms-swift changed Template.prepare_generate_kwargs(self, generate_kwargs, *, model=None) "
+        "(swift/template/base.py): update install_stop in backend/jobs/chat_worker.py")
+    assert "stopping_criteria" in inspect.getsource(Template.prepare_generate_kwargs), (
+        "ms-swift's Template.prepare_generate_kwargs no longer builds generate_kwargs['stopping_criteria'], "
+        "which install_stop appends to: a stopped chat answer would go on generating")
+
+
+def test_swift_patch_get_type_hints() -> None:
+    """backend/oracle/swift_args.py reads swift's argument dataclasses inside it (falls back without it)."""
+    import swift.utils.utils
+
+    patch = getattr(swift.utils.utils, "_patch_get_type_hints", None)
+    assert patch is not None, (
+        "ms-swift moved or renamed swift.utils.utils._patch_get_type_hints: `workbench schema --swift` then reads "
+        "`str | dict` fields without swift's fix (backend/oracle/swift_args.py _swift_type_hint_patch)")
+    with patch():
+        pass
+
+
+def test_swift_registries() -> None:
+    """The callback plugin registers in callbacks_map; the data oracle reads the model/template registries
+    and swift's packing."""
+    assert isinstance(callbacks_map, dict) and "early_stop" in callbacks_map, (
+        "ms-swift changed swift.callbacks.callbacks_map (the callback registry backend/plugin/workbench_callback.py "
+        "adds workbench_events to)")
+    assert "qwen2" in MODEL_MAPPING and "qwen" in TEMPLATE_MAPPING, (
+        "ms-swift moved MODEL_MAPPING / TEMPLATE_MAPPING (swift.model.register / swift.template.register), which "
+        "backend/oracle/swift_data.py and swift_registry.py read")
+    assert _keywords(get_matched_model_types) == {"architectures"}, (
+        "ms-swift changed get_matched_model_types(architectures) (swift.model.model_meta)")
+    groups, _ = calculate_matched_group([(0, 3), (1, 2), (2, 4)], 5, is_finished=True)
+    assert sorted(sorted(i for i, _ in g) for g in groups) == [[0, 1], [2]], (
+        f"ms-swift changed calculate_matched_group(sequences, packing_length, is_finished) (swift/dataset/packing.py): "
+        f"{groups}")
+
+
+def test_accelerate_optimizers_and_mixed_precision() -> None:
+    """backend/plugin/workbench_callback.py (_install_cpu_scaler) wires a GradScaler into accelerate by hand."""
+    assert "self._optimizers = []" in inspect.getsource(Accelerator.__init__), (
+        "accelerate no longer keeps Accelerator._optimizers: update _install_cpu_scaler (CPU fp16 would train "
+        "without its loss scaler)")
+    assert "_mixed_precision" in inspect.getsource(accelerate.state), (
+        "accelerate renamed AcceleratorState._mixed_precision, which _install_cpu_scaler sets to fp16")
+    source = inspect.getsource(AcceleratedOptimizer)
+    missing = [name for name in ("_accelerate_step_called", "_optimizer_original_step_method",
+                                 "_optimizer_patched_step_method") if name not in source]
+    assert not missing, f"accelerate's AcceleratedOptimizer no longer has {missing}, which _install_cpu_scaler sets"
+    assert _keywords(patch_optimizer_step) == {"accelerated_optimizer", "method"}, (
+        "accelerate changed accelerate.optimizer.patch_optimizer_step(accelerated_optimizer, method)")
+
+
+def test_torch_grad_scaler_scale_and_init_scale() -> None:
+    """The callback reads GradScaler._scale and _init_scale to count loss-scale drops."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale(torch.ones(()))
+    assert float(scaler._scale) == 1024.0 and float(scaler._init_scale) == 1024.0, (
+        "torch changed GradScaler._scale / _init_scale, which on_step_end in backend/plugin/workbench_callback.py reads")
+
+
+def test_plotext_set_size_and_the_theme_name() -> None:
+    """tui/widgets/metric_plots.py builds figures off the UI thread as PlotextPlot.render does."""
+    plot = Plot()
+    plot.plotsize(30, 8)
+    plot._set_size(30, 8)  # an AttributeError here: plotext renamed _figure._set_size
+    assert len(plot.build().splitlines()) == 8, "plotext's _set_size no longer sizes the figure it builds"
+    assert _keywords(PlotextPlot._get_plotext_theme_name) == {"self", "app_theme_name"}, (
+        "textual-plotext changed PlotextPlot._get_plotext_theme_name(self, app_theme_name), which MetricPlot "
+        "calls for the plot's theme")
+
+
+def test_argparse_actions() -> None:
+    """backend/oracle/swift_args.py reads the parser's actions to list swift's flags."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--x", action="store_false")
+    kinds = {type(a) for a in parser._actions}
+    assert kinds == {argparse._HelpAction, argparse._StoreFalseAction}, "argparse changed _actions / its action classes"
