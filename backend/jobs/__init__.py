@@ -1,7 +1,8 @@
 """Work done on a run's checkpoints after training: merge, chat, batch inference.
 
     job.py          a tracked job folder under <run>/jobs/ (spec, state.json, output.log)
-    supervise.py    the detached keeper of one job (runs it, records how it ended, finishes it)
+    supervise.py    a job's part in the one supervisor (backend/runs/supervise.py): its command, how it
+                    ended, its typed finishing step
     merge.py        `swift export --merge_lora` into a new folder; the merged-model records
     targets.py      what to load: base model + adapter, a merged model, a model folder
     chat_worker.py  the long-lived model process speaking JSON lines (imports swift)
