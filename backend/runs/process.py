@@ -15,7 +15,8 @@ the run's (alive, or to be signalled) only when
 - its environment carries the run's marker (its own folder's path).
 
 A process found by scanning counts only by its marker. A run recorded on another host is never
-signalled from here: the caller is told where it runs.
+signalled from here: the caller is told where it runs. The same proof says when a supervisor is gone
+(`keeper_gone`), for the one reconciler (reconcile.py) and the status line.
 """
 
 from __future__ import annotations
@@ -184,16 +185,6 @@ def start_detached(argv: list[str], env: dict[str, str], cwd: Path, log_path: Pa
 
 def supervisor_argv(run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "backend.runs.supervise", str(run_dir)]
-
-
-def is_alive(pid: int | None) -> bool:
-    """Whether some process has this pid now. Says nothing about whose it is: use Marker.owns."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError, OverflowError):
-        return False
 
 
 def run_processes(run_dir: Path, extra_pids: tuple[int | None, ...] = ()) -> list[psutil.Process]:
