@@ -67,7 +67,7 @@ class AlertsPanel(WorkerFailures, Static):
         self.run_dir = Path(run_dir)
         self.shown = shown
         self.poll_seconds = poll_seconds
-        self.bell = _bell_wanted(self.run_dir) if bell is None else bell
+        self.bell = bell  # None: the run's profile says, read (off the UI thread) once an alert is found
         self.alerts: list[Alert] = []
         self._reader = AlertReader(self.run_dir)
         self._reading = threading.Lock()  # one read at a time: the reader keeps an offset
@@ -79,7 +79,7 @@ class AlertsPanel(WorkerFailures, Static):
     @work(thread=True, group="alerts-read", exit_on_error=False, description="Reading the run's alerts")
     def _read(self, old: bool = False) -> None:
         with self._reading:
-            alerts = self._reader.read_new()
+            alerts = self._read_new()
         if alerts or old:
             self.post_message(self.Read(alerts, old))
 
@@ -94,8 +94,14 @@ class AlertsPanel(WorkerFailures, Static):
     def check(self) -> list[Alert]:
         """Read now, on the caller's thread, and show what is new (the timer does this in a worker)."""
         with self._reading:
-            new = self._reader.read_new()
+            new = self._read_new()
         return self._take(new)
+
+    def _read_new(self) -> list[Alert]:
+        alerts = self._reader.read_new()
+        if alerts and self.bell is None:
+            self.bell = _bell_wanted(self.run_dir)
+        return alerts
 
     def show_failure(self, message: str) -> None:
         self.set_class(True, "-shown")
