@@ -34,6 +34,7 @@ from backend.profile import LaunchProfile, write_text_atomic
 from backend.runs import index
 from backend.runs.layout import RunFolder, new_run_id, workspace_dir
 from backend.runs.manager import LaunchRefused, write_run_files
+from backend.runs.process import RUN_MARKER_ENV
 from backend.validate import Problem, errors, validate
 
 NODE_SCRIPT_NAME = "slurm_node.sh"
@@ -255,6 +256,8 @@ MAIN_PORT={d.main_process_port}
 export MAIN_ADDR MAIN_PORT
 
 cd "$RUN_DIR"
+# the run's marker: every process of the run carries it, the supervisor too (it proves who keeps the run)
+export {RUN_MARKER_ENV}="$RUN_DIR"
 # the workbench's supervisor runs `srun ... {NODE_SCRIPT_NAME}` (command.json) and keeps state.json current
 exec {python} -m backend.export.slurm "$RUN_DIR" >>"$RUN_DIR/output.log" 2>&1
 """
