@@ -52,16 +52,33 @@ def _version(dist: metadata.Distribution) -> str:
 
 
 def file_fingerprint(path: Path, *, chunk: int = 1 << 20) -> str:
-    """sha256 of a file's content, or of a folder's (relative names and contents, sorted)."""
-    digest = hashlib.sha256()
+    """sha256 of a file's content, or of a folder's (relative names and file digests, sorted)."""
     path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-        with open(file, "rb") as handle:
-            while block := handle.read(chunk):
-                digest.update(block)
+    if not path.is_dir():
+        return f"{path.name}:{_content_sha(path, chunk)}"
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}:{_content_sha(file, chunk)};".encode())
     return digest.hexdigest()
+
+
+_CONTENT: dict[Path, tuple[tuple[int, int, int], str]] = {}  # file -> ((inode, size, mtime), sha256)
+
+
+def _content_sha(file: Path, chunk: int) -> str:
+    """A file's sha256, read again only when its inode, size or modification time changed: a model's
+    tokenizer.json (up to ~20 MB) is hashed once per process, not at every look-up."""
+    stat = file.stat()
+    stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    known = _CONTENT.get(file)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    _CONTENT[file] = (stamp, digest.hexdigest())
+    return _CONTENT[file][1]
 
 
 def cache_key(question: str, payload: dict[str, Any], versions: dict[str, str],
