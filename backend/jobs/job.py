@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import shutil
 import signal
 import sys
 import time
@@ -172,7 +173,11 @@ def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFo
     job = create_job(jobs_dir, spec, job_id)
     argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
     env = {JOB_MARKER_ENV: str(job.path), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    pid, started = start_detached(argv, env, Path(spec.cwd), job.log_path)
+    try:
+        pid, started = start_detached(argv, env, Path(spec.cwd), job.log_path)
+    except BaseException:
+        shutil.rmtree(job.path, ignore_errors=True)  # not started: no job folder says "starting" for ever
+        raise
     job.update_state(supervisor_pid=pid, supervisor_started=started, started_at=time.time())
     return job
 

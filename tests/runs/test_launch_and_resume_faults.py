@@ -66,3 +66,18 @@ def test_a_run_of_another_host_is_still_not_resumed_here(workspace: Path) -> Non
 def workspace(isolated_runs: Path) -> Path:
     isolated_runs.mkdir(parents=True, exist_ok=True)
     return isolated_runs
+
+
+def test_a_job_that_cannot_start_leaves_no_job_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.jobs import job as jobs
+    from backend.jobs.job import JobSpec, list_jobs, start_job
+
+    def no_room(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(jobs, "start_detached", no_room)
+    spec = JobSpec(kind="infer", description="fake", argv=["true"], cwd=str(tmp_path), output=str(tmp_path / "o"))
+    with pytest.raises(OSError, match="No space left on device"):
+        start_job(tmp_path / "jobs", spec)
+    assert list_jobs(tmp_path / "jobs") == []
+    assert list((tmp_path / "jobs").iterdir()) == []
