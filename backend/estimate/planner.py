@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from backend.estimate import terms as t
+from backend.estimate.phases import Phase, host_peak, peak, timeline
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view
 from backend.estimate.shape import ModelShape
@@ -17,16 +18,13 @@ if TYPE_CHECKING:
 GPU_TERMS = (
     "weights", "weights_quantized", "quant_constants", "adapter_weights", "master_weights",
     "gradients", "optimizer_states", "autocast_copies", "activations", "logits",
-    "sharding_working", "comm_buffers", "optimizer_step_temp", "cuda_context", "allocator_overhead",
+    "sharding_working", "comm_buffers", "optimizer_step_temp", "load_transient", "state_dict_gather",
+    "cuda_context", "allocator_overhead",
 )
 HOST_TERMS = (
     "process_baseline", "weights", "weights_quantized", "adapter_weights", "master_weights",
     "gradients", "optimizer_states", "pinned_buffers",
 )
-_STATIC = ("weights", "weights_quantized", "quant_constants", "adapter_weights", "master_weights",
-           "gradients", "optimizer_states", "autocast_copies", "comm_buffers")
-_DYNAMIC = ("activations", "logits", "sharding_working", "optimizer_step_temp")
-
 TERM_HELP = {
     "weights": "dense weights on this device (full FT: all; LoRA: frozen base; QLoRA: embeddings, lm_head, norms)",
     "weights_quantized": "QLoRA base linears packed in 4-bit NF4 (or 8-bit)",
@@ -40,7 +38,9 @@ TERM_HELP = {
     "logits": "batch*seq*vocab logits: fp32 log-softmax output, its gradient, the input gradient",
     "sharding_working": "unsharded parameters/gradients while a unit computes (FSDP root unit + layers, ZeRO-3 fetch)",
     "comm_buffers": "DDP gradient buckets or ZeRO-1/2 reduce/allgather buckets",
-    "optimizer_step_temp": "extra over the forward/backward peak for foreach AdamW's temporaries",
+    "optimizer_step_temp": "foreach AdamW's state-sized temporary in optimizer.step()",
+    "load_transient": "held while loading: a linear's 16-bit copy being quantised, or a unit being broadcast",
+    "state_dict_gather": "a unit or module gathered while the checkpoint is written",
     "cuda_context": "CUDA context, cuBLAS workspace, NCCL buffers",
     "allocator_overhead": "PyTorch caching allocator slack: 5% of long-lived, 10% of transient tensors",
 }
@@ -52,9 +52,10 @@ class Estimate:
 
     shape: ModelShape
     request: EstimateRequest
-    breakdown: dict[str, int]
-    host_breakdown: dict[str, int]
+    breakdown: dict[str, int]  # the peak phase's terms
+    host_breakdown: dict[str, int]  # while training
     host_load_peak_bytes: int
+    phases: tuple[Phase, ...]
     weights_by_dtype: dict[str, int]
     params: dict[str, int]
     state_convention: t.StateBytes
@@ -73,8 +74,19 @@ class Estimate:
 
     @property
     def host_total_bytes(self) -> int:
-        """Per node: the larger of steady-state use and the load-time peak."""
-        return max(self.host_steady_bytes, self.host_load_peak_bytes)
+        """Per node: the largest phase (loading, training or saving)."""
+        return host_peak(self.phases).host_total
+
+    @property
+    def peak_phase(self) -> str:
+        return peak(self.phases).name
+
+    @property
+    def host_peak_phase(self) -> str:
+        return host_peak(self.phases).name
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -84,6 +96,9 @@ class Estimate:
             "host_breakdown": dict(self.host_breakdown),
             "host_steady_bytes": self.host_steady_bytes,
             "host_load_peak_bytes": self.host_load_peak_bytes,
+            "peak_phase": self.peak_phase,
+            "host_peak_phase": self.host_peak_phase,
+            "timeline": [p.to_json() for p in self.phases],
             "weights_by_dtype": dict(self.weights_by_dtype),
             "parameters": dict(self.params),
             "convention": self.state_convention.describe(),
@@ -114,23 +129,23 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     """The forecast without the fit search (the search calls this many times)."""
     inv = t.ParamInventory.from_shape(shape, req)
     gpu_states, host_states = t.model_state_terms(inv, req)
-    gpu = {name: 0.0 for name in GPU_TERMS}
-    gpu.update(gpu_states)
-    gpu["activations"] = t.activation_bytes(shape, req)
-    gpu["logits"] = t.logits_bytes(shape, req)
-    gpu["sharding_working"] = t.sharding_working_bytes(shape, req)
-    gpu["comm_buffers"] = t.comm_buffer_bytes(shape, inv, req)
-    dynamic = sum(gpu[name] for name in _DYNAMIC)
-    gpu["optimizer_step_temp"] = max(0.0, t.optimizer_step_temp_bytes(inv, req) - dynamic)
-    gpu["cuda_context"] = t.cuda_context_bytes(req)
-    gpu["allocator_overhead"] = (t.ALLOCATOR_STATIC_FRACTION * sum(gpu[n] for n in _STATIC)
-                                 + t.ALLOCATOR_DYNAMIC_FRACTION * sum(gpu[n] for n in _DYNAMIC))
+    terms = dict(gpu_states)
+    terms["activations"] = t.activation_bytes(shape, req)
+    terms["logits"] = t.logits_bytes(shape, req)
+    terms["sharding_working"] = t.sharding_working_bytes(shape, req)
+    terms["comm_buffers"] = t.comm_buffer_bytes(shape, inv, req)
+    terms["optimizer_step_temp"] = t.optimizer_step_temp_bytes(inv, req)
+    terms["cuda_context"] = t.cuda_context_bytes(req)
+    host = _host_terms(host_states, req)
+    host_load = {"process_baseline": req.num_gpus * t.HOST_PROCESS_BYTES, "weights_loading": t.host_load_bytes(shape, req)}
+    phases = timeline(shape, req, terms, GPU_TERMS, host, host_load)
     return Estimate(
         shape=shape,
         request=req,
-        breakdown={name: round(gpu[name]) for name in GPU_TERMS},
-        host_breakdown=_host_terms(host_states, req),
-        host_load_peak_bytes=round(req.num_gpus * t.HOST_PROCESS_BYTES + t.host_load_bytes(shape, req)),
+        breakdown=dict(peak(phases).gpu),
+        host_breakdown={name: round(value) for name, value in host.items()},
+        host_load_peak_bytes=round(sum(host_load.values())),
+        phases=phases,
         weights_by_dtype=_weights_by_dtype(inv, req),
         params={"total": shape.total_params, "trainable": inv.trainable,
                 "frozen": inv.frozen_dense + inv.frozen_quantized},
@@ -141,7 +156,7 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     )
 
 
-def _host_terms(host_states: dict[str, float], req: EstimateRequest) -> dict[str, int]:
+def _host_terms(host_states: dict[str, float], req: EstimateRequest) -> dict[str, float]:
     """Per node: every local process's host-resident states, plus its baseline RSS."""
     host = {name: 0.0 for name in HOST_TERMS}
     host["process_baseline"] = req.num_gpus * t.HOST_PROCESS_BYTES
@@ -150,7 +165,7 @@ def _host_terms(host_states: dict[str, float], req: EstimateRequest) -> dict[str
     if req.distribution == "deepspeed" and req.offload:
         offloaded = sum(req.num_gpus * v for v in host_states.values())
         host["pinned_buffers"] = (t.DEEPSPEED_HOST_BUFFER_FACTOR - 1) * offloaded
-    return {name: round(value) for name, value in host.items()}
+    return host
 
 
 def _weights_by_dtype(inv: t.ParamInventory, req: EstimateRequest) -> dict[str, int]:

@@ -20,6 +20,7 @@ FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 ZERO_STAGES = (0, 1, 2, 3)
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 OPTIMIZERS = ("adamw", "adamw_foreach", "paged_adamw_32bit")
+STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT")
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 _MODULE_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _NOT_TARGETS = {"lm_head", "embed_tokens"}
@@ -44,6 +45,10 @@ class EstimateRequest:
       `offload_param=False` keeps ZeRO-3 parameters on the GPU).
     loss_token_fraction: share of positions whose logits are materialised (ms-swift's
       `use_logits_to_keep` computes them only where labels != -100); 1.0 = all (safe side).
+    eval_batch_size: sequences per device in evaluation; None = batch_size.
+    fsdp_state_dict_type: how FSDP checkpoints are gathered (FULL_STATE_DICT: all on rank 0's host RAM).
+    upcast_non_quantized: QLoRA with PEFT's `prepare_model_for_kbit_training` (not ms-swift's way): every
+      non-quantised weight (embeddings, lm_head, norms) in fp32, and so fp32 logits held by the output.
     """
 
     tuner: str = "lora"
@@ -74,6 +79,9 @@ class EstimateRequest:
     loss_token_fraction: float = 1.0
     fsdp_cpu_ram_efficient_loading: bool = True
     ds_overlap_comm: bool = False  # the workbench's DeepSpeed config; ms-swift's stock zero2.json uses True
+    eval_batch_size: int | None = None
+    fsdp_state_dict_type: str = "SHARDED_STATE_DICT"
+    upcast_non_quantized: bool = False
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +172,9 @@ def _validate(req: EstimateRequest) -> None:
     _choice("optimizer", req.optimizer, OPTIMIZERS)
     _choice("attn_implementation", req.attn_implementation, ATTN_IMPLEMENTATIONS)
     _choice("quant_bits", req.quant_bits, (4, 8))
+    _choice("fsdp_state_dict_type", req.fsdp_state_dict_type, STATE_DICT_TYPES)
+    if req.eval_batch_size is not None and (not isinstance(req.eval_batch_size, int) or req.eval_batch_size < 1):
+        raise ValueError(f"eval_batch_size must be a positive integer, got {req.eval_batch_size!r}")
     for name in ("lora_rank", "num_gpus", "num_nodes", "batch_size", "max_length"):
         value = getattr(req, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

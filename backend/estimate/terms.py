@@ -15,8 +15,10 @@ Conventions (the README section explains the why):
 * Activations count the tensors autograd saves in a Llama/Qwen2 decoder layer as
   transformers runs it (RMSNorm upcast to fp32, SDPA without the s^2 score matrix, GQA k/v
   expanded by repeat_kv before SDPA, SwiGLU), plus LoRA's per-module dropout copies.
-* Peaks are summed (weights + states + activations + logits): the real peak can be lower
-  because gradients and activations peak at opposite ends of backward. Safe side.
+* Each term is its size where it lives; backend/estimate/phases.py says in which phases of a run it
+  lives (load, first step, optimizer step, steady step, eval, save), and the peak is the largest
+  phase. Within a step gradients and activations are summed (accumulation buffers live across the
+  step); the real peak can be lower without accumulation. Safe side.
 """
 
 from __future__ import annotations
@@ -91,7 +93,10 @@ def state_bytes(req: EstimateRequest) -> StateBytes:
 
 
 def frozen_weight_bytes(req: EstimateRequest) -> int:
-    """Bytes per frozen (non-quantised) parameter: DeepSpeed casts the module to 16-bit."""
+    """Bytes per frozen (non-quantised) parameter: DeepSpeed casts the module to 16-bit; PEFT's
+    prepare_model_for_kbit_training upcasts QLoRA's non-quantised weights to fp32."""
+    if req.tuner == "qlora" and req.upcast_non_quantized:
+        return 4
     if req.distribution == "deepspeed" and req.mixed_precision:
         return 2
     return DTYPE_BYTES[req.weight_dtype]
@@ -326,7 +331,8 @@ def logits_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     tokens = req.batch_size * req.max_length
     if req.liger_kernel:
         return tokens * shape.hidden_size * (4 + 2 * req.compute_bytes)
-    return tokens * req.loss_token_fraction * shape.vocab_size * LOGIT_BYTES
+    held = 4 if (req.tuner == "qlora" and req.upcast_non_quantized) else 0  # an fp32 lm_head's logits, kept by the output
+    return tokens * req.loss_token_fraction * shape.vocab_size * (LOGIT_BYTES + held)
 
 
 # ---------------------------------------------------------------- sharding working memory
