@@ -136,10 +136,9 @@ class CommandSink(Sink):
 
     def send(self, alert: Alert) -> None:
         payload = json.dumps({**alert.to_json(), "line": alert.line()}, default=str)
-        env = {k: v for k, v in os.environ.items() if k not in (RUN_MARKER_ENV, JOB_MARKER_ENV)}
         with tempfile.TemporaryFile() as errors:
             process = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                       stderr=errors, env=env, start_new_session=True)
+                                       stderr=errors, env=_unmarked_env(), start_new_session=True)
             try:
                 process.communicate(payload.encode("utf-8"), timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -148,6 +147,11 @@ class CommandSink(Sink):
                     from None
             if process.returncode != 0:
                 raise RuntimeError(f"exit code {process.returncode}: {_tail(errors, self.kept_bytes)}")
+
+
+def _unmarked_env() -> dict[str, str]:
+    """The environment without the run's (or job's) marker: a sink's process is none of the run's."""
+    return {k: v for k, v in os.environ.items() if k not in (RUN_MARKER_ENV, JOB_MARKER_ENV)}
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -173,7 +177,7 @@ class DesktopSink(Sink):
             raise PermanentFailure("notify-send is not installed")
         urgency = "critical" if alert.kind in URGENT else "normal"
         result = subprocess.run([program, "-u", urgency, "-a", "workbench", _title(alert), alert.message],
-                                capture_output=True, text=True, timeout=15)
+                                capture_output=True, text=True, timeout=15, env=_unmarked_env())
         if result.returncode != 0:
             raise PermanentFailure(f"notify-send: {result.stderr.strip() or result.returncode}")
 

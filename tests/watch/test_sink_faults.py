@@ -12,6 +12,7 @@ import pytest
 from backend.runs.process import RUN_MARKER_ENV
 from backend.watch.alerts import Alert
 from backend.watch.sinks import CommandSink, Dispatcher, Sink
+from tests.runs.helpers import wait_for
 
 ALERT = Alert("hang", "no progress for 600 s after step 80", step=80, run_id="20260101-quick-ab12", id="h1",
               time=1_700_000_000.0)
@@ -36,7 +37,7 @@ def test_a_command_that_times_out_is_killed_with_all_it_started_and_not_run_agai
         dispatcher.submit(ALERT)
         dispatcher.close(timeout=30)
         grandchild = int(pids.read_text().split()[0])
-        assert _gone(grandchild)
+        wait_for(lambda: _gone(grandchild), timeout=5, what="the killed grandchild's exit")  # SIGKILL takes a tick
         assert runs.read_text() == "started\n"  # once: a timeout is not retried
         (record,) = _records(tmp_path)
         assert (record["status"], record["attempts"]) == ("gave_up", 1)
