@@ -9,6 +9,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from backend.estimate.phases import PHASE_HELP
 from backend.estimate.planner import TERM_HELP, Estimate
 from backend.units import gib
 
@@ -30,8 +31,9 @@ def render_table(estimate: Estimate, describe_terms: bool = False) -> Renderable
 
     describe_terms adds a column saying what each term is (needs about 120 columns).
     """
-    parts: list[RenderableType] = [_header(estimate), _breakdown_table(estimate, describe_terms),
-                                   _seed_table(estimate), _host_line(estimate)]
+    parts: list[RenderableType] = [_header(estimate), _timeline_table(estimate, describe_terms),
+                                   _breakdown_table(estimate, describe_terms), _seed_table(estimate),
+                                   _host_line(estimate)]
     if estimate.fit is not None:
         parts.append(_fit_text(estimate))
     if estimate.notes:
@@ -61,8 +63,28 @@ def _header(est: Estimate) -> Text:
     return Text("\n".join(lines))
 
 
+def _timeline_table(est: Estimate, describe_terms: bool) -> Table:
+    """One row per phase: GPU per device, host per node, and the largest terms of each."""
+    table = Table(title=f"Timeline: the GPU peaks in {est.peak_phase}, host RAM in {est.host_peak_phase}",
+                  title_justify="left")
+    table.add_column("phase")
+    table.add_column("GPU GiB", justify="right")
+    table.add_column("host GiB", justify="right")
+    table.add_column("largest terms", overflow="fold")
+    if describe_terms:
+        table.add_column("what happens", overflow="fold")
+    for phase in est.phases:
+        terms = sorted(((v, k) for k, v in phase.gpu.items() if v), reverse=True)[:3]
+        mark = " (peak)" if phase.name == est.peak_phase else ""
+        extra = [PHASE_HELP[phase.name]] if describe_terms else []
+        table.add_row(phase.name + mark, gib(phase.gpu_total, 2), gib(phase.host_total, 2),
+                      ", ".join(f"{k} {gib(v, 2)}" for v, k in terms), *extra,
+                      style="bold" if mark else None)
+    return table
+
+
 def _breakdown_table(est: Estimate, describe_terms: bool) -> Table:
-    table = Table(title="Per-device GPU memory (refined forecast)", title_justify="left")
+    table = Table(title=f"Per-device GPU memory at the peak ({est.peak_phase})", title_justify="left")
     table.add_column("term")
     table.add_column("GiB", justify="right")
     table.add_column("share", justify="right")
@@ -81,7 +103,7 @@ def _breakdown_table(est: Estimate, describe_terms: bool) -> Table:
 
 def _seed_table(est: Estimate) -> Table:
     """The seed's textbook numbers next to ours, term by comparable term."""
-    seed, b, req = est.seed, est.breakdown, est.request
+    seed, b, req = est.seed, est.phase("steady_step").gpu, est.request  # the textbook sizes a training step
     ours_states = sum(b[k] for k in ("weights", "weights_quantized", "quant_constants", "adapter_weights",
                                      "master_weights", "gradients", "optimizer_states", "autocast_copies"))
     checkpoints = est.shape.num_layers * req.compute_bytes * est.shape.hidden_size * req.batch_size * req.max_length
@@ -105,7 +127,7 @@ def _seed_table(est: Estimate) -> Table:
     ]
     for row in rows:
         table.add_row(*row)
-    table.add_row("total GiB", gib(seed.total_bytes, 2), gib(est.per_device_total_bytes, 2),
+    table.add_row("total GiB", gib(seed.total_bytes, 2), gib(sum(b.values()), 2),
                   "refined adds context, allocator", style="bold")
     return table
 
