@@ -56,11 +56,14 @@ class JobKept:
     def started(self, child: subprocess.Popen[bytes]) -> None:
         self.job.update_state(status="running", child_pid=child.pid, child_started=start_time_of(child.pid))
 
-    def ended(self, code: int | None, stopped: bool) -> None:
+    def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
         """Write how the job ended; finish its result, or discard what a failed or stopped job left."""
         stop_requested = stopped or self.job.read_state().stop_requested
-        status, reason, sig = describe_exit(-15 if code is None else code, self.job.log_tail(),
-                                            stop_requested=stop_requested)
+        if why_not_started:
+            status, reason, sig = "failed", why_not_started, None
+        else:
+            status, reason, sig = describe_exit(-15 if code is None else code, self.job.log_tail(),
+                                                stop_requested=stop_requested)
         result = None
         if status == "finished":
             try:

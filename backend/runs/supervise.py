@@ -68,9 +68,9 @@ class Kept(Protocol):
         """The command runs: record its pid and start time, start the kind's helpers."""
         ...
 
-    def ended(self, code: int | None, stopped: bool) -> None:
-        """Record how it ended (`code` None: never started) and finish or clean up; `stopped`: a stop
-        was asked (state) or a SIGTERM came."""
+    def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
+        """Record how it ended and finish or clean up. `code` None: never started, because a stop was
+        asked (`stopped`: in the state, or a SIGTERM came) or for `why_not_started`."""
         ...
 
 
@@ -110,17 +110,24 @@ def supervise(kept: Kept) -> int:
     if stop_asked or relay.received:  # stopped before it began: nothing is started
         kept.ended(None, stopped=True)
         return 0
-    command = kept.command()
-    child = subprocess.Popen(command.argv, cwd=command.cwd, env={**os.environ, **command.env},
-                             stdin=subprocess.DEVNULL,
-                             # the command gets default SIGINT handling back (SIGHUP stays ignored)
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        child = _spawn(kept.command())
+    except (OSError, ValueError, KeyError, TypeError) as err:  # no such program, a damaged command.json
+        kept.ended(None, stopped=False, why_not_started=f"its command could not be started: {err}")
+        return 0
     relay.attach(child)
     kept.started(child)
     code = child.wait()
     wait_for_stragglers(kept.marker)
     kept.ended(code, relay.received)
     return 0
+
+
+def _spawn(command: Command) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(command.argv, cwd=command.cwd, env={**os.environ, **command.env},
+                            stdin=subprocess.DEVNULL,
+                            # the command gets default SIGINT handling back (SIGHUP stays ignored)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for_stragglers(marker: Marker, timeout: float = STRAGGLER_SECONDS) -> None:
@@ -160,10 +167,12 @@ class RunKept:
         self.watchdog = start_watchdog(self.run, child.pid)  # alerts from outside the trainer (#15)
         self.summary = _start_summary(self.run)  # so that a monitor opens a long run without reading it all
 
-    def ended(self, code: int | None, stopped: bool) -> None:
+    def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
         stop_requested = stopped or self.run.read_state().stop_requested
         if code is None:
-            self.run.update_state(status="stopped", stop_requested=True, ended_at=time.time())
+            status = "failed" if why_not_started else "stopped"
+            self.run.update_state(status=status, failure_reason=why_not_started, stop_requested=stop_requested,
+                                  ended_at=time.time())
             return
         status, reason, sig = judge_exit(self.run, code, stop_requested=stop_requested)
         self.run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason,

@@ -100,3 +100,14 @@ def test_a_run_whose_supervisor_is_gone_is_concluded_without_sleeping(workspace:
     state = manager.refresh(run)
     assert state.status == "unknown"
     assert state.failure_reason.startswith("lost: the supervisor and every process of the run are gone")
+
+
+def test_a_command_that_cannot_start_is_recorded_failed_with_why(workspace: Path) -> None:
+    run = h.fake_run(workspace, status="starting", argv=["/nonexistent/launcher", "--model", "m"])
+    marker = run_marker(run.path)
+    pid, _started = start_detached(supervisor_argv(run.path), {marker.env: marker.value}, run.path, run.log_path)
+    h.wait_until(lambda: _gone(pid), timeout=60, what="the supervisor's end")
+    state = manager.refresh(run)
+    assert (state.status, state.trainer_pid) == ("failed", None)
+    assert state.failure_reason == ("its command could not be started: [Errno 2] No such file or directory: "
+                                    "'/nonexistent/launcher'")
