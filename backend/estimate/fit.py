@@ -8,7 +8,7 @@ estimate is well under a millisecond).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -172,11 +172,19 @@ def detect_host_memory_bytes() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
-def detect_gpu_memory_bytes() -> int | None:
-    """Smallest total memory among this machine's NVIDIA GPUs (NVML), or None without one."""
+def detect_gpu_memory_bytes(gpu_ids: list[int] | None = None) -> int | None:
+    """Smallest total memory among this machine's NVIDIA GPUs (NVML) that `gpu_ids` names (all when
+    empty or None), or None without one."""
     try:
         from backend.hardware import detect_hardware
     except ImportError:  # hardware layer unavailable (e.g. psutil missing)
         return None
-    sizes = [g.memory_total_bytes for g in detect_hardware().gpus if g.memory_total_bytes]
+    return gpu_memory_for(detect_hardware().gpus, gpu_ids)
+
+
+def gpu_memory_for(gpus: Sequence[Any], gpu_ids: list[int] | None) -> int | None:
+    """The memory a profile's forecast is held to: the smallest of the GPUs it runs on (NVML indices
+    `gpu_ids`; every GPU when empty), None when none of them says its size."""
+    chosen = [g for g in gpus if not gpu_ids or g.index in gpu_ids]
+    sizes = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
     return min(sizes) if sizes else None

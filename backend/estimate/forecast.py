@@ -13,19 +13,24 @@ if TYPE_CHECKING:
     from backend.profile import LaunchProfile
 
 
-def forecast_for_profile(profile: "LaunchProfile", model: str | Path) -> dict[str, Any]:
-    """`Estimate.to_json()` for the profile on this machine's GPUs (fit included when known).
+def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_dir: Path | None = None,
+                         gpu_memory_bytes: int | None = None) -> dict[str, Any]:
+    """`Estimate.to_json()` for the profile, its fit held to the profile's GPUs (`gpu_memory_bytes`, or
+    the smallest of its `gpu_ids` on this machine) when their size is known.
 
     `model` is what `--model` got: a folder, or a hub id whose cached copy backend.refs finds
     (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
-    before (cache), else the formula's; a launch never waits for a child process here.
+    before (cache), else the formula's; a launch never waits for a child process here. `base_dir`
+    resolves the profile's data, whose longest row sizes an unset max_length when swift's report
+    on it is already known.
     """
     from backend.estimate.exact import cached_shape
     from backend.estimate.from_profile import config_dir_for
 
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     shape = cached_shape(config_dir_for(str(model)), targets)
-    request = request_from_profile(profile, shape, gpu_memory_bytes=detect_gpu_memory_bytes())
+    memory = gpu_memory_bytes or detect_gpu_memory_bytes(profile.distribution.gpu_ids)
+    request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir)
     forecast = estimate(shape, request).to_json()
     forecast["host_memory_bytes"] = detect_host_memory_bytes()
     return forecast

@@ -17,12 +17,20 @@ _OPTIMIZERS = {"adamw_torch": "adamw_foreach", "adamw_torch_fused": "adamw", "ad
                "paged_adamw_32bit": "paged_adamw_32bit"}
 
 
-def request_from_profile(profile: LaunchProfile, shape: ModelShape,
-                         gpu_memory_bytes: int | None = None) -> EstimateRequest:
-    """The EstimateRequest a profile describes (its field names follow ms-swift / accelerate)."""
+ASSUMED_ROW_TOKENS = 2048  # max_length unset and the data's lengths not known yet
+
+
+def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_bytes: int | None = None, *,
+                         base_dir: Path | None = None, longest_row: int | None = None) -> EstimateRequest:
+    """The EstimateRequest a profile describes (its field names follow ms-swift / accelerate).
+
+    `longest_row`: the data's longest row in tokens when the caller knows it; otherwise swift's
+    cached report on the profile's data is looked up (never asked: no child starts here)."""
     tuner, dist, train = profile.tuner, profile.distribution, profile.training
     extra = profile.extra_swift_args
     notes: list[str] = []
+    if train.max_length is None and longest_row is None:
+        longest_row = known_longest_row(profile, base_dir)
     torch_dtype = _DTYPES.get(profile.model.torch_dtype) or shape.torch_dtype
     if dist.device == "cpu":
         notes.append("profile runs on CPU: the GPU forecast does not apply, the host figures do")
@@ -45,8 +53,9 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape,
         num_gpus=dist.nproc_per_node if dist.strategy != "single" else 1,
         num_nodes=dist.num_machines if dist.strategy != "single" else 1,
         batch_size=train.per_device_train_batch_size,
-        # unset: swift's default, the model's own limit
-        max_length=train.max_length or shape.max_position_embeddings or 2048,
+        max_length=_max_length(profile, shape, longest_row, notes),
+        eval_batch_size=train.per_device_eval_batch_size,
+        fsdp_state_dict_type=dist.fsdp.state_dict_type,
         gradient_checkpointing=train.gradient_checkpointing or (
             dist.strategy == "fsdp" and dist.fsdp.activation_checkpointing),
         gpu_memory_bytes=gpu_memory_bytes,
@@ -56,6 +65,44 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape,
         fsdp_cpu_ram_efficient_loading=dist.fsdp.cpu_ram_efficient_loading,
         notes=tuple(notes),
     )
+
+
+def _max_length(profile: LaunchProfile, shape: ModelShape, longest_row: int | None, notes: list[str]) -> int:
+    """Tokens per row as swift will batch them. Unset max_length: swift pads each batch to its longest
+    row (never to the model's whole context), so the data's longest row, else a stated assumption.
+    Packing fills every row up to swift's default, the model's own limit."""
+    limit = shape.max_position_embeddings
+    if profile.training.max_length is not None:
+        return profile.training.max_length
+    if _packing(profile):
+        notes.append("max_length unset with packing: rows are packed to the model's own limit")
+        return limit or ASSUMED_ROW_TOKENS
+    if longest_row:
+        length = min(longest_row, limit or longest_row)
+        notes.append(f"max_length unset: swift pads each batch to its longest row; the data's longest is "
+                     f"{longest_row:,} tokens (swift's report)")
+        return length
+    length = min(ASSUMED_ROW_TOKENS, limit or ASSUMED_ROW_TOKENS)
+    notes.append(f"max_length unset: assumed {length:,} tokens per row (swift pads each batch to its longest row, "
+                 "and the data's lengths are not known yet: `workbench data inspect` measures them)")
+    return length
+
+
+def _packing(profile: LaunchProfile) -> bool:
+    value = profile.extra_swift_args.get("packing", False)
+    return value is True or str(value).lower() in ("true", "1")
+
+
+def known_longest_row(profile: LaunchProfile, base_dir: Path | None) -> int | None:
+    """The longest training row in tokens from swift's report on the profile's data, when already known."""
+    try:
+        from backend.oracle.swift_data import known_report, request_for
+
+        report = known_report(request_for(profile, base_dir, build_model=False))
+    except Exception:  # no data, an unbuilt model, an unreadable file: the lengths are simply not known
+        return None
+    longest = ((report or {}).get("token_lengths") or {}).get("max")
+    return int(longest) if longest else None
 
 
 def _precision(profile: LaunchProfile, torch_dtype: str, notes: list[str]) -> str:

@@ -20,10 +20,10 @@ def test_defaults_map_to_a_single_gpu_lora_in_swifts_precision(qwen7b: ModelShap
     from backend.swift_schema import require_schema
 
     require_schema()  # swift's schema read (once per test session): the forecast never asks it itself
-    req = request_from_profile(LaunchProfile(), qwen7b)
+    req = request_from_profile(LaunchProfile(), qwen7b, longest_row=700)
     assert (req.tuner, req.lora_rank, req.lora_dropout, req.target_modules) == ("lora", 8, 0.05, ("all-linear",))
-    # max_length unset: swift's default, the model's own limit (Qwen2.5-7B's config: 131072)
-    assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 131072)
+    # max_length unset: swift pads each batch to its longest row (#26), not the model's 131072
+    assert (req.distribution, req.num_gpus, req.batch_size, req.max_length) == ("single", 1, 1, 700)
     # precision unset on a GPU: swift's rule (ModelArguments._init_mixed_precision) for a bf16 model
     assert req.precision == "bf16" and req.torch_dtype == "bf16"  # torch_dtype auto -> config.json
     assert "swift trains a bfloat16 model in bf16 (its own rule)" in " ".join(req.notes)
@@ -144,3 +144,47 @@ def test_a_runs_forecast_for_a_cached_hub_id_is_a_forecast(monkeypatch, tmp_path
     p = LaunchProfile.model_validate({"model": {"source": "Qwen/Qwen2.5-7B-Instruct"}})
     forecast = forecast_for_profile(p, "Qwen/Qwen2.5-7B-Instruct")
     assert "error" not in forecast and forecast["parameters"]["total"] == 7_615_616_512
+
+
+# ---------------------------------------------------------------- max_length unset (#26)
+
+UNSET_MAX_LENGTH = '''
+[model]
+source = "{model}"
+[precision]
+bf16 = true
+[data]
+train = ["{data}"]
+'''
+
+
+def _unset_profile(tmp_path: Path) -> LaunchProfile:
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n')
+    return profile(UNSET_MAX_LENGTH.format(model=FIXTURES / "llama3_1_8b", data=data))
+
+
+def test_unset_max_length_is_an_assumed_2048_tokens_not_the_whole_context(tmp_path: Path) -> None:
+    """Llama-3.1-8B's config says 131,072 positions; swift pads each batch to its longest row, so with
+    the data's lengths unknown the forecast assumes 2,048 tokens and says so. At 131,072 tokens LoRA on
+    an 80 GiB GPU was 'does not fit' (306.7 GiB, logits alone 187.9); at 2,048 it fits."""
+    from backend.estimate import estimate
+
+    shape = ModelShape.from_config_dir(FIXTURES / "llama3_1_8b")
+    req = request_from_profile(_unset_profile(tmp_path), shape, gpu_memory_bytes=80 * 2**30, base_dir=tmp_path)
+    assert req.max_length == 2048
+    assert "max_length unset: assumed 2,048 tokens per row" in " ".join(req.notes)
+    fit = estimate(shape, req).fit
+    assert fit is not None and fit.status == "fits"
+
+
+def test_unset_max_length_follows_the_datas_longest_row_from_swifts_report(tmp_path: Path) -> None:
+    """When swift's report on the profile's data is known (here: remembered as the Data tab would), the
+    forecast uses its longest row: 3,000 tokens."""
+    from backend.oracle.swift_data import remember, request_for
+
+    p = _unset_profile(tmp_path)
+    remember(request_for(p, tmp_path, build_model=False), {"token_lengths": {"max": 3000, "p50": 12}})
+    req = request_from_profile(p, ModelShape.from_config_dir(FIXTURES / "llama3_1_8b"), base_dir=tmp_path)
+    assert req.max_length == 3000
+    assert "the data's longest is 3,000 tokens (swift's report)" in " ".join(req.notes)

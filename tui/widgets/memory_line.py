@@ -28,14 +28,18 @@ from tui.worker_failures import WorkerFailures
 
 
 
-def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo) -> str:
-    """'Memory forecast: …' for the profile (the planner is imported here, in the worker, not at start-up)."""
+def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo,
+                     base_dir: Path | None = None) -> str:
+    """'Memory forecast: …' for the profile, held to the profile's own GPUs (the planner is imported
+    here, in the worker, not at start-up)."""
+    from backend.estimate.fit import gpu_memory_for
     from backend.estimate.forecast import forecast_for_profile
 
     if model_dir is None or not (model_dir / "config.json").is_file():
         return "Memory forecast: needs the model's config.json (a local folder, or a cached hub model)."
+    memory = gpu_memory_for(hardware.gpus, profile.distribution.gpu_ids)
     try:
-        result = forecast_for_profile(profile, model_dir)
+        result = forecast_for_profile(profile, model_dir, base_dir=base_dir, gpu_memory_bytes=memory)
     except Exception as err:  # the planner refusing a profile is shown, never fatal
         return f"Memory forecast: unavailable ({err})."
     return describe_forecast(_as_dict(result), hardware, on_cpu=uses_cpu(profile, hardware))
@@ -62,11 +66,13 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
         ram = f" of {gib(hardware.ram_total_bytes, 0)} GiB" if host is not None else ""
         return f"Memory (CPU run): {host_text}{ram} · on a GPU: {gib(device, 2)} GiB per GPU"
     parts = [f"Memory: {gib(device, 2)} GiB per GPU"]
-    sizes = [g.memory_total_bytes for g in hardware.gpus if g.memory_total_bytes]
-    if sizes:
-        smallest = min(sizes)
-        verdict = "does not fit" if device > smallest else "fits"
-        parts.append(f"{verdict} in {gib(smallest, 0)} GiB ({100 * device / smallest:.0f}%)")
+    if data.get("peak_phase"):
+        parts[0] += f" (peak: {data['peak_phase'].replace('_', ' ')})"
+    fit = data.get("fit")
+    if isinstance(fit, dict) and fit.get("gpu_memory_bytes"):
+        # the planner's own verdict (fits / tight / does not fit), for the profile's GPUs
+        memory = fit["gpu_memory_bytes"]
+        parts.append(f"{fit['status']} in {gib(memory, 0)} GiB ({100 * device / memory:.0f}%)")
     if host_text:
         parts.append(host_text)
     return " · ".join(parts)
@@ -124,7 +130,8 @@ class MemoryLine(WorkerFailures, Static):
     @work(thread=True, exclusive=True, group="memory", exit_on_error=False, description="Memory forecast")
     def _forecast(self, query: ForecastQuery) -> None:
         model_dir = model_dir_of(query.profile.model.source, query.base_dir)
-        self.post_message(self.Forecast(query, forecast_summary(query.profile, model_dir, query.hardware)))
+        summary = forecast_summary(query.profile, model_dir, query.hardware, query.base_dir)
+        self.post_message(self.Forecast(query, summary))
 
     @on(Forecast)
     def _forecasted(self, event: Forecast) -> None:
