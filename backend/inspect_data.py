@@ -16,10 +16,11 @@ import json
 import statistics
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from backend.data_files import bounded_lines, depth_problem, file_problem, parse_row, too_long
 from backend.refs import DatasetRef, dataset_ref
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
@@ -46,6 +47,9 @@ parse_ref = dataset_ref
 def iter_records(path: Path, stop: threading.Event | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed record or RowError) for each row of a .jsonl / .json / .csv / .txt file,
     or of every such file of a folder (in name order; line numbers within each file)."""
+    problem = file_problem(path)  # a FIFO would block open() forever, a symlink loop fail in it
+    if problem:
+        raise OSError(problem)
     if path.is_dir():
         for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
                            and not any(part.startswith(".") for part in p.relative_to(path).parts)):
@@ -55,20 +59,14 @@ def iter_records(path: Path, stop: threading.Event | None = None) -> Iterator[tu
     if suffix == ".csv":
         yield from _iter_csv(path, stop)
         return
-    if suffix == ".txt":  # swift (datasets' text loader): every line is a row, blank ones included
+    if suffix == ".json":
         with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if stop is not None and stop.is_set():
-                    return
-                yield number, {"text": line.rstrip("\r\n")}
-        return
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        first = _first_char(handle)
-        handle.seek(0)
-        if suffix == ".json" and first == "[":
-            yield from _iter_json_array(handle, stop)
-        else:
-            yield from _iter_jsonl(handle, stop)
+            if _first_char(handle) == "[":
+                handle.seek(0)
+                yield from _iter_json_array(handle, stop)
+                return
+    with open(path, "rb") as raw:  # one row a line, each line bounded (backend/data_files.py)
+        yield from _iter_lines(raw, stop, text=suffix == ".txt")
 
 
 def _first_char(handle: Any) -> str:
@@ -81,16 +79,35 @@ def _first_char(handle: Any) -> str:
             return stripped[0]
 
 
-def _iter_jsonl(handle: Any, stop: threading.Event | None) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(handle, start=1):
+class RowTooBig(RowError):
+    """A line too long or a row nested too deep to be read: swift cannot load the file."""
+
+
+def _iter_lines(raw: IO[bytes], stop: threading.Event | None, *, text: bool) -> Iterator[tuple[int, Any]]:
+    """Rows of a JSON-lines file, or (`text`) of a .txt file, where swift's text loader makes every line a
+    row, blank ones included."""
+    for number, line in bounded_lines(raw):
         if stop is not None and stop.is_set():
             return
-        if not line.strip():
+        if line is None:
+            yield number, RowTooBig(too_long(number))
             continue
-        try:
-            yield number, json.loads(line.rstrip("\r\n"))
-        except json.JSONDecodeError as err:
-            yield number, RowError(f"not valid JSON: {err.msg} (column {err.colno})")
+        decoded = line.decode("utf-8", errors="replace")
+        if text:
+            yield number, {"text": decoded}
+        elif decoded.strip():
+            yield number, _json_row(number, decoded)
+
+
+def _json_row(number: int, line: str) -> Any:
+    try:
+        record = parse_row(line)
+    except json.JSONDecodeError as err:
+        return RowError(f"not valid JSON: {err.msg} (column {err.colno})")
+    except ValueError as err:  # past the recursion limit
+        return RowTooBig(f"line {number} is {err}")
+    deep = depth_problem(record)
+    return RowTooBig(f"line {number} is {deep}") if deep else record
 
 
 def _iter_json_array(handle: Any, stop: threading.Event | None) -> Iterator[tuple[int, Any]]:
@@ -155,6 +172,8 @@ def looks_like_dataset(path: Path) -> bool:
     Plain .txt files are not offered (any text file would be); a typed path still works."""
     suffix = path.suffix.lower()
     if suffix == ".txt":
+        return False
+    if file_problem(path):  # a FIFO named x.jsonl: open() would never return
         return False
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -495,7 +514,9 @@ def _scan_row(scan: DatasetScan, line: int, record: Any, layout: Layout, preview
     try:
         messages = to_messages(record, layout)
     except RowError as err:
-        if isinstance(record, RowError) and scan.unreadable is None:
+        if isinstance(record, RowTooBig) and scan.unreadable is None:
+            scan.unreadable = f"{err}: swift's loader cannot read this file"
+        elif isinstance(record, RowError) and scan.unreadable is None:
             scan.unreadable = f"line {line} is not valid JSON: swift's loader refuses the whole file"
         scan.malformed_count += 1
         if len(scan.malformed) < max_malformed:
@@ -536,6 +557,9 @@ def inspect_ref(ref: str, *, base_dir: Path | None = None, stop: threading.Event
     """A first look at a dataset reference (rows, rows swift drops, a preview); never raises for
     what a file holds."""
     parsed = parse_ref(ref, base_dir)
+    not_regular = file_problem(parsed.path) if parsed.path is not None else None
+    if not_regular:  # a FIFO or a symlink loop is not "missing": say what it is
+        parsed = replace(parsed, problem=not_regular)
     report = DatasetReport(parsed)
     if parsed.path is None or parsed.problem:
         return report

@@ -7,6 +7,7 @@ reader can find the one that fired by its field name.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,13 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems += list(_paths_exist(profile, base_dir))
     problems += list(_output_dir_free(profile, base_dir))
     problems += list(_host_memory(profile, hardware, base_dir))
-    # swift reads the data only once the model and the data themselves are sound (no child for `--help`)
+    hostile = list(_dataset_files(profile, base_dir, read=ask_data))
+    problems += hostile
+    # swift reads the data only once the model and the data themselves are sound (no child for `--help`);
+    # a FIFO or a symlink loop is never handed on at all (even the cache key's read would block on it)
     unsound = any(p.severity == "error" and p.field.startswith(("model", "data", "template")) for p in problems)
-    problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data and not unsound))
+    if not hostile:
+        problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data and not unsound))
     return sorted(problems, key=lambda p: p.severity != "error")
 
 
@@ -375,9 +380,33 @@ def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Prob
                 if ref.removeprefix(BUILTIN_PREFIX) not in BUILTIN_DATASETS:
                     yield Problem(f"data.{key}", "error", f"unknown built-in dataset {ref!r}.",
                                   f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_DATASETS)}.")
-            elif looks_local(path_part) and not _resolve(path_part, base_dir).exists():  # swift reads folders too
+            elif looks_local(path_part) and not _resolve(path_part, base_dir).exists() and \
+                    not os.path.islink(_resolve(path_part, base_dir)):  # swift reads folders too; a loop: below
                 yield Problem(f"data.{key}", "error", f"dataset file {path_part!r} does not exist.",
                               "Give an existing .jsonl/.json/.csv/.txt file or dataset folder, or a hub id.")
+
+
+def _dataset_files(profile: LaunchProfile, base_dir: Path | None, *, read: bool) -> Iterator[Problem]:
+    """Local datasets that must not be opened (a FIFO, a symlink loop) and, with `read` (before swift is
+    asked to read them), files with a line too long or a row nested too deep: #29."""
+    from backend.data_files import content_problem, file_problem
+
+    for key in ("train", "val"):
+        for ref in getattr(profile.data, key):
+            path_part = ref.partition("#")[0]
+            if is_builtin(ref) or not path_part:
+                continue
+            path = _resolve(path_part, base_dir)
+            problem = file_problem(path)
+            if problem is None and read and path.exists():
+                try:
+                    problem = content_problem(path)
+                except OSError as err:
+                    problem = f"{path} cannot be read: {err.strerror or err}"
+            if problem:
+                yield Problem(f"data.{key}", "error", f"{problem}.",
+                              "Give a regular .jsonl/.json/.csv/.txt file with one row a line (rows nest at most "
+                              "100 levels, lines stay under 32 MiB).")
 
 
 def _resolve(ref: str, base_dir: Path | None) -> Path:

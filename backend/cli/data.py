@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from backend.cli.common import console, err_console, fail, load_or_exit, resolve_profile_path
+from backend.paths import is_builtin
 
 data_app = typer.Typer(help="Inspect datasets with ms-swift's own loader and template.", no_args_is_help=True)
 
@@ -48,6 +49,7 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
     limit = sample_limit or DEFAULT_SAMPLE_LIMIT
     if _is_profile(target):
         profile, path = load_or_exit(target)
+        _refuse_hostile([ref for ref in [*profile.data.train, *profile.data.val] if not is_builtin(ref)], path.parent)
         request = request_for(profile, path.parent, sample_limit=limit,
                               model=resolve_model(model, Path.cwd(), build=True) if model else None,
                               template=template)
@@ -58,6 +60,8 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
         return request
     source = model or DEFAULT_MODEL
     model_type, default_template = BUILTIN_TYPES.get(source, (None, None))
+    if not is_builtin(target):
+        _refuse_hostile([target], Path.cwd())
     try:
         ref = resolve_dataset(target, Path.cwd())
     except KeyError as err:
@@ -65,6 +69,22 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
     return DataRequest(refs=[ref], labels=[target], model=resolve_model(source, Path.cwd(), build=True),
                        model_type=model_type, template=template or default_template, max_length=max_length,
                        sample_limit=limit)
+
+
+def _refuse_hostile(refs: list[str], base_dir: Path) -> None:
+    """Exit 2 before swift (or the cache key's read) opens a FIFO, a symlink loop, a line too long or a row
+    nested too deep (backend/data_files.py)."""
+    from backend.data_files import content_problem, file_problem
+    from backend.refs import local_path
+
+    for ref in refs:
+        path = local_path(ref.partition("#")[0], base_dir)
+        try:
+            problem = file_problem(path) or (content_problem(path) if path.exists() else None)
+        except OSError as err:
+            problem = f"{path} cannot be read: {err.strerror or err}"
+        if problem:
+            fail(problem)
 
 
 def _progress(line: str) -> None:
