@@ -39,7 +39,10 @@ class Case:
 
 
 UNSLOTH = "github.com/unslothai/unsloth README, 'Llama 3.1 (8B) max. context length', Hugging Face + FA2"
-UNSLOTH_8B = dict(tuner="qlora", lora_rank=32, lora_dropout=0.0, attn_implementation="flash_attn")
+# the Hugging Face baseline is PEFT's QLoRA recipe: prepare_model_for_kbit_training upcasts embeddings, lm_head
+# and norms to fp32 (so the logits come out fp32 and stay held by the output); ms-swift does not do that
+UNSLOTH_8B = dict(tuner="qlora", lora_rank=32, lora_dropout=0.0, attn_implementation="flash_attn",
+                  upcast_non_quantized=True)
 
 CASES = (
     Case("ms-swift full, Qwen2-7B, 1 GPU", "ms-swift examples/train/full/train.sh ('# 76GiB'; rows < 512 "
