@@ -10,9 +10,7 @@ from the defaults are written, so a profile shows what is special about it.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -22,7 +20,9 @@ import tomlkit.exceptions
 import tomlkit.items
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from backend.watch.config import NotifySection, WatchSection
+from backend.fs import write_bytes_atomic, write_text_atomic  # re-exported: callers move to backend.fs
+from backend.profile_watch import NotifySection, WatchSection
+from backend.safe_text import is_secret_name
 
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
 ComputeDtype = Literal["float32", "float16", "bfloat16"]
@@ -231,8 +231,6 @@ class LaunchProfile(BaseModel):
         for key in self.extra_swift_args:
             if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
                 raise ValueError(f"extra_swift_args key {key!r} is not a swift argument name (lower_snake_case)")
-        from backend.swift_schema import is_secret_name
-
         for key, value in self.env.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 raise ValueError(f"env name {key!r} is not an environment variable name")
@@ -419,28 +417,6 @@ def _update(table: Any, canonical: Any, current: dict[str, Any]) -> None:
 
 def _plain(value: Any) -> Any:
     return value.unwrap() if hasattr(value, "unwrap") else value
-
-
-def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Readers see the old file or the new one, never half of one. `mode` (e.g. 0o755 for a script):
-    the new file's permissions; without it, mkstemp's 0o600."""
-    write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
-
-
-def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """write_text_atomic for bytes."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if mode is not None:
-                os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------- error helpers

@@ -9,6 +9,7 @@ prints with markup off or wraps it in `rich.text.Text`.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # categories Cc (C0/C1 controls, DEL), Cf (format: bidi overrides, zero-width), Zl/Zp (line/paragraph separators)
@@ -49,3 +50,13 @@ def shell_escape(char: str) -> str:
     if char in "\\'":
         return "\\" + char
     return _escape(char) if is_hidden(char) else char
+
+
+# a swift flag or environment variable whose value must never be shown or stored
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY)(_|$)")
+
+
+def is_secret_name(name: str) -> bool:
+    """A swift flag or environment variable whose value must never be shown or stored
+    (hub_token, HF_TOKEN, WANDB_API_KEY ...; not max_new_tokens or TOKENIZERS_PARALLELISM)."""
+    return bool(SECRET_NAME.search(name.upper()))

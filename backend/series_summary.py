@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from backend import series
-from backend.profile import write_bytes_atomic
+from backend.fs import write_bytes_atomic
 from backend.series import ColumnReader, MetricsStore, load_store
 
 FORMAT = 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.oracle import OracleError, ask, cached
+from backend.safe_text import SECRET_NAME, is_secret_name  # noqa: F401 (re-exported)
 
 LIBRARIES = ("ms-swift", "transformers")
 # bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
@@ -29,13 +30,6 @@ COMMANDS = ("sft", "pt", "export", "infer")
 # (hub_token: ModelScope reads MODELSCOPE_API_TOKEN when the flag is absent, huggingface_hub HF_TOKEN;
 # swanlab_token: swanlab reads SWANLAB_API_KEY)
 SECRET_ENV = {"hub_token": ("MODELSCOPE_API_TOKEN", "HF_TOKEN"), "swanlab_token": ("SWANLAB_API_KEY",)}
-SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY)(_|$)")
-
-
-def is_secret_name(name: str) -> bool:
-    """A swift flag or environment variable whose value must never be shown or stored
-    (hub_token, HF_TOKEN, WANDB_API_KEY ...; not max_new_tokens or TOKENIZERS_PARALLELISM)."""
-    return bool(SECRET_NAME.search(name.upper()))
 
 
 @dataclass(frozen=True)

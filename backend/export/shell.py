@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.profile import write_text_atomic
+from backend.fs import write_text_atomic
 from backend.safe_text import is_hidden, shell_escape
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from backend.profile import write_text_atomic
+from backend.fs import write_text_atomic
 from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
 from backend.runs.process import JOB_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
 from backend.runs.reconcile import reconcile

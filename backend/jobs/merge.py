@@ -29,7 +29,7 @@ from typing import Any
 from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
 from backend.jobs.targets import MODEL_RECORD, TargetError, is_adapter_checkpoint, pick_checkpoint, \
     read_checkpoint_args
-from backend.profile import write_text_atomic
+from backend.fs import write_text_atomic
 from backend.runs.layout import RunFolder
 
 MERGED_DIR_NAME = "merged"

@@ -10,13 +10,11 @@ each other on a file lock, and the loser takes the winner's answer.
 from __future__ import annotations
 
 import ast
-import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,11 +22,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from backend import fs
 from backend.oracle.errors import OracleCancelled
 from backend.paths import PACKAGE_DIR, cache_dir
 
 CACHE_FORMAT = 2
-LOCK_POLL_S = 0.1
 CODE_PACKAGE = "backend.oracle"  # the code a question's digest follows
 
 
@@ -162,22 +160,13 @@ def code_digest(question: str) -> str:
 
 @contextmanager
 def file_lock(path: Path, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
-    """Hold an exclusive `flock` on `path` (created; never deleted: deleting races a waiter).
-    A waiter polls `cancelled` and raises OracleCancelled once it is true."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if cancelled is not None and cancelled():
-                    raise OracleCancelled(f"cancelled while waiting for {path.name}") from None
-                time.sleep(LOCK_POLL_S)
-        try:
+    """The project's file lock (backend.fs) on `path`; a waiter polls `cancelled` and raises
+    OracleCancelled once it is true."""
+    try:
+        with fs.file_lock(path, cancelled=cancelled, make_parent=True):
             yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    except fs.LockCancelled as err:
+        raise OracleCancelled(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -205,11 +194,9 @@ class OracleCache:
         return file_lock(self.path(question, key).with_suffix(".lock"), cancelled)
 
     def put(self, question: str, key: str, answer: dict[str, Any], meta: dict[str, Any]) -> None:
-        from backend.profile import write_text_atomic
-
         target = self.path(question, key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, json.dumps({"meta": meta, "answer": answer}, default=str))
+        fs.write_text_atomic(target, json.dumps({"meta": meta, "answer": answer}, default=str))
 
     def clear(self, question: str | None = None) -> None:
         folder = self.root / question if question else self.root

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from backend.paths import data_dir
-from backend.profile import write_bytes_atomic
+from backend.fs import write_bytes_atomic
 from backend.runs.layout import RunFolder, workspace_dir
 
 

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -29,7 +28,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from backend.events import EVENTS_FILE_NAME
 from backend.paths import data_dir
-from backend.profile import LaunchProfile, load_profile, write_text_atomic
+from backend.fs import LockTimeout, file_lock, write_text_atomic
+from backend.profile import LaunchProfile, load_profile
 from backend.runs import process
 from backend.runs.process import current_boot_id, this_host
 from backend.tail import last_lines, lines_before
@@ -177,23 +177,19 @@ class StateFolder(Generic[StateT]):
 
     @contextlib.contextmanager
     def _flock(self, name: str, wait: float | None, what: str = "change") -> Iterator[None]:
+        held = False
         try:
-            handle = open(self.path / name, "a")
+            with file_lock(self.path / name, wait=wait):
+                held = True
+                yield
         except OSError as err:
+            if held:  # the caller's own error, not the lock's
+                raise
             raise FolderNotWritable(f"cannot {what} {self.path}: the folder is not writable "
                                     f"({err.strerror or err})") from err
-        with handle:
-            deadline = None if wait is None else time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:  # type: ignore[operator]
-                        raise FolderBusy(f"another workbench command is controlling {self.path.name} right "
-                                         f"now (start, stop, resume or delete); try again when it is done") from None
-                    time.sleep(0.1)
-            yield
+        except LockTimeout:
+            raise FolderBusy(f"another workbench command is controlling {self.path.name} right "
+                             f"now (start, stop, resume or delete); try again when it is done") from None
 
     def numbered_log_tail(self, max_bytes: int = 65_536) -> tuple[str, int]:
         """The log's last whole lines (at most `max_bytes`) and the line number of the first one."""

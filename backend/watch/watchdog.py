@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from backend.events import Checkpoint, Event, EventReader, RunBegin
-from backend.profile import write_text_atomic
+from backend.fs import write_text_atomic
 from backend.runs.diagnose import diagnose_log
 from backend.runs.layout import RunFolder
 from backend.runs.process import run_processes, signal_processes, terminate_run
