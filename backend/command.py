@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from backend.hardware import HardwareInfo, visible_devices_env
-from backend.paths import PACKAGE_DIR, resolve_dataset, resolve_model
+from backend.paths import PACKAGE_DIR
+from backend.refs import resolve_dataset, resolve_model
 from backend.profile import LaunchProfile
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""Where the workbench keeps things (references are resolved by backend.refs, the one resolver).
+"""Where the workbench keeps things (references are resolved by backend.refs, the one resolver,
+one floor up: this module is ground and imports nothing of the project).
 
 Profiles may name `builtin:tiny-qwen2` (the embedded model, built offline on first use)
 or `builtin:self-cognition` (the dataset shipped in this package), so a shipped profile
@@ -43,16 +44,3 @@ def looks_local(ref: str) -> bool:
     """A reference that names a path rather than a hub id."""
     return ref.startswith(("/", "./", "../", "~")) or Path(ref).expanduser().exists()
 
-
-def resolve_dataset(ref: str, base_dir: Path | None = None) -> str:
-    """Dataset reference -> what swift takes (one resolver: backend.refs)."""
-    from backend.refs import resolve_dataset as resolve
-
-    return resolve(ref, base_dir)
-
-
-def resolve_model(ref: str, base_dir: Path | None = None, *, build: bool = False) -> str:
-    """Model reference -> absolute local path or hub id (one resolver: backend.refs)."""
-    from backend.refs import resolve_model as resolve
-
-    return resolve(ref, base_dir, build=build)

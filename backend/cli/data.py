@@ -44,7 +44,7 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
                   sample_limit: int | None) -> Any:
     """The swift_data request for a profile, or for one dataset read with a model."""
     from backend.oracle.swift_data import DEFAULT_SAMPLE_LIMIT, DataRequest, request_for
-    from backend.paths import resolve_dataset, resolve_model
+    from backend.refs import resolve_dataset, resolve_model
 
     limit = sample_limit or DEFAULT_SAMPLE_LIMIT
     if _is_profile(target):

@@ -143,7 +143,8 @@ def shape_from_profile(profile: LaunchProfile, base_dir: Path | None = None, *, 
     there is one, else the formula (labelled estimated where it is not exact).
     """
     from backend.estimate.exact import cached_shape, exact_shape, shape_from
-    from backend.paths import BUILTIN_PREFIX, is_builtin, resolve_model
+    from backend.paths import BUILTIN_PREFIX, is_builtin
+    from backend.refs import resolve_model
 
     source = profile.model.source
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)

@@ -29,7 +29,8 @@ from pathlib import Path
 from backend.command import LaunchPlan, build_launch
 from backend.export.shell import ShellVar, export_lines, render_command, substitute, write_script
 from backend.hardware import GpuInfo, HardwareInfo
-from backend.paths import is_builtin, resolve_model
+from backend.paths import is_builtin
+from backend.refs import resolve_model
 from backend.fs import write_text_atomic
 from backend.profile import LaunchProfile
 from backend.runs import index

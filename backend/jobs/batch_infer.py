@@ -24,7 +24,8 @@ from typing import Any
 
 from backend.jobs.job import PROGRESS_PREFIX, InferFinish, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
 from backend.jobs.targets import target_of_run
-from backend.paths import is_builtin, looks_local, resolve_dataset
+from backend.paths import is_builtin, looks_local
+from backend.refs import resolve_dataset
 from backend.runs.layout import RunFolder
 
 RESULTS_NAME = "results.jsonl"

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from backend.paths import is_builtin, resolve_model
+from backend.paths import is_builtin
+from backend.refs import resolve_model
 from backend.runs.layout import RunFolder
 
 MODEL_RECORD = "workbench_model.json"

@@ -96,7 +96,7 @@ def request_for(profile: Any, base_dir: Path | None, *, which: str = "train", bu
                 sample_limit: int = DEFAULT_SAMPLE_LIMIT, model: str | None = None,
                 template: str | None = None) -> DataRequest:
     """The request that matches what `swift sft` will do with this profile's datasets."""
-    from backend.paths import resolve_dataset, resolve_model
+    from backend.refs import resolve_dataset, resolve_model
 
     refs = list(getattr(profile.data, which))
     columns = _extra(profile, "columns")

@@ -25,7 +25,8 @@ import msgspec
 from backend.command import LaunchPlan, build_launch
 from backend.events import EventReader, Log, RunEnd
 from backend.hardware import HardwareInfo, detect_hardware
-from backend.paths import is_builtin, resolve_model
+from backend.paths import is_builtin
+from backend.refs import resolve_model
 from backend.fs import write_text_atomic
 from backend.profile import LaunchProfile, save_profile
 from backend.runs import index
