@@ -114,7 +114,10 @@ def estimate_command(
         "target_modules": tuple(t.strip() for t in target_modules.split(",") if t.strip())
         if target_modules is not None else None,
     }
-    shape, request = _inputs(profile, model, formula=formula)
+    for name, given in (("--gpu-memory", gpu_memory), ("--host-memory", host_memory)):
+        if given is not None and not given < float("inf"):  # click's min lets inf and nan through
+            _fail(f"{name} {given}: give a finite number of GiB")
+    shape, request = _inputs(_shipped_or_path(profile), model, formula=formula)
     try:
         request = replace(request, **{k: _plain(v) for k, v in overrides.items() if v is not None})
     except ValueError as err:
@@ -160,6 +163,15 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
         return shape, request_from_profile(loaded, shape)
     except (ConfigError, ValueError) as err:
         _fail(str(err))
+    except RecursionError:  # a config.json nested past the interpreter's limit
+        _fail("config.json is nested too deep to be a model config")
+
+
+def _shipped_or_path(profile: Path | None) -> Path | None:
+    """A path, or the name of a shipped profile (`quickstart`), as every other command reads it."""
+    from backend.cli.common import resolve_profile_path
+
+    return None if profile is None else resolve_profile_path(profile)
 
 
 def _plain(value: Any) -> Any:

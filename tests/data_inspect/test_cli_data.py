@@ -37,7 +37,8 @@ def test_validate_reads_the_data_with_swift(data_profile: Path, format_dir: Path
     assert "line 2: not valid JSON" in result.output
 
 
-def test_show_a_row_with_markers_when_not_a_terminal(format_dir: Path, tiny_model: Path) -> None:
+def test_show_a_row_with_markers_when_not_a_terminal(format_dir: Path, formats: list, tiny_model: Path) -> None:
+    """Stands alone: `formats` writes the files it reads (run by itself it found an empty folder)."""
     result = runner.invoke(full_app(), ["data", "show", str(format_dir / "messages.jsonl"), "--row", "1"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"row 1 of {format_dir / 'messages.jsonl'}, line 1 · template qwen · ")

@@ -43,9 +43,7 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), what="the chat screen")
         chat = pilot.app.screen
         (pane,) = chat.panes()
-        if pane.target.model != str(merged):
-            pytest.xfail(f"t opened {pane.target.label} (the newest checkpoint, an adapter), not the merged model "
-                         "the notification offers: MonitorScreen.action_chat chats with the run's checkpoint")
+        assert pane.target.model == str(merged), f"t opened {pane.target.label}, not the merged model it offers"
         assert str(pane.query_one(".pane-title", Label).content) == f"fine-tuned: {run.run_id} checkpoint-10-merged"
         assert pane.target.adapters == ()  # the merged weights alone, no LoRA applied at run time
         await wait_for(pilot, lambda: not pane.has_class("-loading"), timeout=240, what="the merged model to load")
