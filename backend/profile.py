@@ -20,7 +20,7 @@ import tomlkit.exceptions
 import tomlkit.items
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from backend.fs import write_bytes_atomic, write_text_atomic  # re-exported: callers move to backend.fs
+from backend.fs import write_bytes_atomic, write_text_atomic  # noqa: F401 (re-exported for old callers; use backend.fs)
 from backend.profile_watch import NotifySection, WatchSection
 from backend.safe_text import is_secret_name
 

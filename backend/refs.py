@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -127,17 +127,28 @@ def _builtin(ref: str, build: bool) -> ModelRef:
     return ModelRef(ref, "builtin", ensure_builtin_model(name) if build else builtin_model_path(name))
 
 
-def _run_model(ref: str) -> ModelRef:
-    """`run:<id>`: the run's merged model (TargetError's message when it has none)."""
-    from backend.jobs.targets import TargetError, target_of_run
-    from backend.runs.manager import RunNotFound, find_run
+# `run:<id>` -> the run's merged model folder, registered by the lifecycle floor (backend.runs.startup):
+# the resolver sits below the run manager and never imports it. LookupError says why there is none.
+RunModelLookup = Callable[[str], Path]
+_run_lookup: RunModelLookup | None = None
 
+
+def register_run_lookup(lookup: RunModelLookup) -> None:
+    """Let `run:` references be resolved (the run registry calls this at start-up)."""
+    global _run_lookup
+    _run_lookup = lookup
+
+
+def _run_model(ref: str) -> ModelRef:
+    """`run:<id>`: the run's merged model (the lookup's message when it has none)."""
     run_id = ref.removeprefix(RUN_PREFIX)
+    if _run_lookup is None:
+        return ModelRef(ref, "run", problem="run references need the run registry, which this process has not "
+                                            "loaded (backend.runs.startup.install)")
     try:
-        target = target_of_run(find_run(run_id).path, merged=True)
-    except (RunNotFound, TargetError) as err:
+        return ModelRef(ref, "run", _run_lookup(run_id))
+    except LookupError as err:
         return ModelRef(ref, "run", problem=str(err))
-    return ModelRef(ref, "run", Path(target.model))
 
 
 def local_path(ref: str, base_dir: Path | None) -> Path:

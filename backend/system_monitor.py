@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from backend.hardware import GpuInfo, NvidiaGpus
-from backend.runs.process import run_processes
+from backend.process_identity import run_processes
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,12 +33,22 @@ class Problem:
 
 
 Rule = Callable[[LaunchProfile, HardwareInfo], Iterator[Problem]]
+# a rule about the profile's folders (base_dir: the profile's folder, for relative paths)
+PathRule = Callable[[LaunchProfile, Path | None], Iterator[Problem]]
 RULES: list[Rule] = []
+PATH_RULES: list[PathRule] = []
 
 
 def rule(func: Rule) -> Rule:
     RULES.append(func)
     return func
+
+
+def register_rules(rules: Iterable[Rule] = (), path_rules: Iterable[PathRule] = ()) -> None:
+    """Rules of the floors above (the [watch]/[notify] keys, output_dir's owner), registered by
+    backend.runs.startup at CLI and TUI start-up; registering one twice keeps one."""
+    RULES.extend(r for r in rules if r not in RULES)
+    PATH_RULES.extend(r for r in path_rules if r not in PATH_RULES)
 
 
 def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None, *,
@@ -47,7 +57,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     (a child process, cached); otherwise only an already known answer about them is used."""
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(_paths_exist(profile, base_dir))
-    problems += list(_output_dir_free(profile, base_dir))
+    problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
     problems += list(_host_memory(profile, hardware, base_dir))
     hostile = list(_dataset_files(profile, base_dir, read=ask_data))
     problems += hostile
@@ -460,20 +470,6 @@ def _deepspeed_config(profile: LaunchProfile, hardware: HardwareInfo) -> Iterato
                       f"Use one of {', '.join(presets)}, or a JSON file path.")
 
 
-def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
-    """output_dir must be empty, new, or (on resume) the run's own: swift's rotation deletes the
-    checkpoint folders it finds there (#14). The rule itself is in backend/runs/outputs.py."""
-    if not profile.output.output_dir:
-        return
-    from backend.runs.outputs import output_dir_problem
-
-    path = Path(profile.output.output_dir).expanduser()
-    problem = output_dir_problem(path if path.is_absolute() else (base_dir or Path.cwd()) / path)
-    if problem:
-        yield Problem("output.output_dir", "error", problem,
-                      "Choose an empty or new folder, or leave output_dir empty to write inside the run folder.")
-
-
 # ---------------------------------------------------------------- hostile values (#14, #29)
 
 FLAG_LIKE_FIX = {"model.source": "Give a model folder, a hub id or builtin:tiny-qwen2.",
@@ -542,6 +538,3 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
                     not path_part.endswith((".jsonl", ".json", ".csv", ".txt", ".parquet")):
                 yield Problem(f"data.{key}", "error", f"dataset {ref!r} is neither an existing file nor a hub id "
                               "(a hub id has no spaces).", "Give the path of a .jsonl/.json/.csv file or a hub id.")
-
-
-import backend.watch.rules  # noqa: E402,F401 - the [watch]/[notify] rules (#15) register themselves

@@ -22,6 +22,15 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session", autouse=True)
+def lifecycle_installed() -> None:
+    """What the CLI and the TUI do as they start: the run registry's `run:` lookup and the
+    watch/output_dir validation rules registered with the floors below (backend.runs.startup)."""
+    from backend.runs.startup import install
+
+    install()
+
+
 @pytest.fixture(scope="session")
 def tiny_model(workbench_home: Path) -> Path:
     """The embedded tiny Qwen2, built once per test session (about 5 s)."""

@@ -46,6 +46,9 @@ class WorkbenchApp(WorkerFailures, App[None]):
         `low_bandwidth`: the monitor draws sparklines instead of braille plots (key b toggles it);
         `alert_seconds`: how often the toaster looks for new alerts of any run."""
         super().__init__()
+        from backend.runs.startup import install
+
+        install()  # the lifecycle floor's lookups and rules, registered with the floors below
         self.profile_path = Path(profile_path) if profile_path is not None else None
         self.start_mode = start_mode
         self.hardware = hardware

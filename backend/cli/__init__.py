@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 def full_app() -> typer.Typer:
     """The Typer app with every sub-command registered; tests drive this one."""
     from backend.cli.app import full_app as build
+    from backend.runs.startup import install
 
+    install()  # the lifecycle floor's lookups and rules, registered with the floors below
     return build()
 
 

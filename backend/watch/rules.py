@@ -1,6 +1,7 @@
 """Validation rules of the `[watch]`, `[notify]` and `[debug] inject_nan_steps` keys (#15).
 
-Registered into backend.validate's rule list when that module imports this one (at its end)."""
+backend.runs.startup registers WATCH_RULES with backend.validate at CLI and TUI start-up
+(validate sits a floor below and never imports this module)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
-from backend.validate import Problem, rule
+from backend.validate import Problem, Rule
 
 # URL shapes whose path or query is itself the credential
 SECRET_URL = re.compile(r"hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|[?&](?:token|access_token|"
@@ -19,7 +20,6 @@ SECRET_URL = re.compile(r"hooks\.slack\.com/services/|discord(?:app)?\.com/api/w
 ENV_REFERENCE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
-@rule
 def _webhook_secrets(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     url = profile.notify.webhook
     if not url:
@@ -39,7 +39,6 @@ def _webhook_secrets(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator
                       "Write the full URL, e.g. https://ntfy.sh/my-topic.")
 
 
-@rule
 def _desktop_needs_notify_send(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     if profile.notify.desktop and shutil.which("notify-send") is None:
         yield Problem("notify.desktop", "warning", "notify-send is not installed: no desktop notifications "
@@ -47,10 +46,12 @@ def _desktop_needs_notify_send(profile: LaunchProfile, hardware: HardwareInfo) -
                       "Install libnotify-bin, or use a webhook (ntfy works from a phone).")
 
 
-@rule
 def _nan_injection_under_fp16(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     if profile.debug.inject_nan_steps and profile.precision.fp16:
         yield Problem("debug.inject_nan_steps", "warning",
                       "under fp16 the loss scaler takes a NaN loss for an overflow and skips the step: you will "
                       "see a loss-scale overflow, not a NaN alert.",
                       "Use fp32 or bf16 to see the nonfinite alert, or inject_overflow_steps for overflows.")
+
+
+WATCH_RULES: tuple[Rule, ...] = (_webhook_secrets, _desktop_needs_notify_send, _nan_injection_under_fp16)
