@@ -107,9 +107,21 @@ class RunEnd(_Event, tag="run_end"):
     skipped_steps: int | None = None
 
 
-Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd]
+class MemoryPhase(_Event, tag="memory_phase"):
+    """Memory measured over one phase of the run (load, first_step, optimizer_step, steady_step, eval,
+    save: the planner's timeline), written when the phase ends; a phase that recurs (steady steps
+    between evaluations) is written each time. `cuda`: the allocator's peaks since the phase began
+    (reset at each boundary); `rss_bytes`: the process's host RSS at the boundary."""
+
+    phase: str
+    step: int | None = None
+    rss_bytes: int | None = None
+    cuda: list[CudaMemory] | None = None
+
+
+Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase]
 EVENT_CLASSES: dict[str, type[_Event]] = {cls.__struct_config__.tag: cls  # type: ignore[misc]
-                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd)}
+                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase)}
 EVENT_TYPES = tuple(EVENT_CLASSES)
 
 

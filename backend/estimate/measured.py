@@ -47,3 +47,29 @@ def compare(forecast: dict[str, Any], measured: dict[str, int | None]) -> dict[s
         rows[kind] = {"forecast_bytes": expected[kind], "measured_bytes": value,
                       "error_percent": error_percent(expected[kind], value)}
     return rows
+
+
+def phase_forecasts(forecast: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per phase of the forecast's timeline, the bytes each kind of measurement should see (per process)."""
+    local = max(1, int(forecast.get("request", {}).get("num_gpus", 1)))
+    out = {}
+    for phase in forecast.get("timeline", []):
+        terms, total = phase["gpu_terms"], phase["gpu_total_bytes"]
+        context, slack = terms.get("cuda_context", 0), terms.get("allocator_overhead", 0)
+        out[phase["phase"]] = {"cuda_max_allocated_bytes": total - context - slack,
+                               "cuda_max_reserved_bytes": total - context,
+                               "host_rss_bytes": phase["host_total_bytes"] // local}
+    return out
+
+
+def compare_phases(forecast: dict[str, Any], measured: dict[str, dict[str, int | None]]) -> list[dict[str, Any]]:
+    """One row per (phase, measurement) measured and forecast, in the timeline's order, with the error."""
+    expected = phase_forecasts(forecast)
+    rows = []
+    for phase, kinds in expected.items():
+        for kind, forecast_bytes in kinds.items():
+            value = measured.get(phase, {}).get(kind)
+            if value:
+                rows.append({"phase": phase, "kind": kind, "forecast_bytes": forecast_bytes, "measured_bytes": value,
+                             "error_percent": error_percent(forecast_bytes, value)})
+    return rows

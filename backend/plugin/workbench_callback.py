@@ -70,6 +70,8 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._last_log = (time.monotonic(), 0, 0)  # time, step, tokens
         self._start = time.monotonic()
         self._peak_rss = 0
+        self._phase: str | None = "load"  # the memory phase now running (#26): the planner's timeline
+        self._cuda_peak: CudaMemory | None = None  # over the whole run (the allocator's peaks reset per phase)
 
     # ------------------------------------------------------------ begin
 
@@ -101,6 +103,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             rss_bytes=psutil.Process().memory_info().rss,
             output_dir=args.output_dir,
         )
+        self._end_phase(state, "first_step")
 
     def _install_cpu_scaler(self, accelerator: Any) -> None:
         """Give a CPU fp16 run a real torch GradScaler and fp16 autocast.
@@ -207,8 +210,42 @@ class WorkbenchEventsCallback(TrainerCallback):
     def on_prediction_step(self, args, state, control, **kwargs):
         self._heartbeat()
 
+    # ------------------------------------------------------------ memory per phase (#26)
+
+    def _end_phase(self, state: Any, next_phase: str | None) -> None:
+        """Write what the phase now ending measured and start the next; CUDA peaks restart per phase."""
+        cuda = None
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            device = torch.cuda.current_device()
+            memory = _cuda_memory(device)
+            cuda = [memory]
+            self._cuda_peak = _larger_peaks(self._cuda_peak, memory)
+            torch.cuda.reset_peak_memory_stats(device)
+        rss = psutil.Process().memory_info().rss
+        self._peak_rss = max(self._peak_rss, rss)
+        if self._phase is not None:
+            self.writer.write("memory_phase", phase=self._phase, step=state.global_step, rss_bytes=rss, cuda=cuda)
+        self._phase = next_phase
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self._phase == "first_step":  # forward/backward of step 1 done; the optimizer creates its state now
+            self._end_phase(state, "optimizer_step")
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self._phase == "optimizer_step":
+            self._end_phase(state, "steady_step")
+
     def on_step_end(self, args, state, control, **kwargs):
         self._heartbeat()
+        # the flow callback (called first) has decided: evaluation, then saving, follow this step
+        if control.should_evaluate:
+            self._end_phase(state, "eval")
+        elif control.should_save:
+            self._end_phase(state, "save")
+        self._count_overflow()
+
+    def _count_overflow(self) -> None:
+        """The loss scaler's drops, compared as device tensors (no synchronisation)."""
         scaler = self.trainer.accelerator.scaler
         scale = getattr(scaler, "_scale", None)
         if scale is None:
@@ -267,15 +304,18 @@ class WorkbenchEventsCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         clean = {k: _finite_or_none(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float))}
         self.writer.write("eval", step=state.global_step, metrics=clean)
+        if self._phase == "eval":
+            self._end_phase(state, "save" if control.should_save else "steady_step")
 
     def on_save(self, args, state, control, **kwargs):
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
         self.writer.write("checkpoint", step=state.global_step, path=path)
+        if self._phase == "save":
+            self._end_phase(state, "steady_step")
 
     def on_train_end(self, args, state, control, **kwargs):
-        peaks = []
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            peaks = [_cuda_memory(torch.cuda.current_device())]
+        self._end_phase(state, None)
+        peaks = [self._cuda_peak] if self._cuda_peak is not None else []
         self._peak_rss = max(self._peak_rss, psutil.Process().memory_info().rss)
         self.writer.write(
             "run_end",
@@ -305,6 +345,15 @@ def _debug_nan_steps(run_dir: Path) -> set[int]:
     except (OSError, tomllib.TOMLDecodeError):
         return set()
     return {int(s) for s in data.get("debug", {}).get("inject_nan_steps", [])}
+
+
+def _larger_peaks(kept: CudaMemory | None, now: CudaMemory) -> CudaMemory:
+    """The run's peaks so far: the larger of those kept and this phase's (current counters: now's)."""
+    if kept is None:
+        return now
+    return CudaMemory(device=now.device, allocated=now.allocated, reserved=now.reserved,
+                      max_allocated=max(kept.max_allocated, now.max_allocated),
+                      max_reserved=max(kept.max_reserved, now.max_reserved))
 
 
 def _cuda_memory(device: int) -> CudaMemory:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.estimate.measured import compare
-from backend.events import EventReader, Log, RunBegin, RunEnd
+from backend.estimate.measured import compare, compare_phases
+from backend.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
 from backend.runs.layout import RunFolder
 from backend.tail import READ_BYTES
 
@@ -30,6 +30,7 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
             peaks[kind] = max(peaks.get(kind, 0), int(value))
 
     begin_rss: int | None = None
+    phases: dict[str, dict[str, int]] = {}  # phase -> measurement -> the largest over ranks and recurrences
     reader = EventReader(run.events_path)
     while True:
         before = reader.offset
@@ -43,16 +44,29 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
                 keep("host_rss_bytes", event.rss_bytes)
             if isinstance(event, RunEnd):
                 keep("host_rss_bytes", event.peak_rss_bytes)
+            if isinstance(event, MemoryPhase):
+                _keep_phase(phases.setdefault(event.phase, {}), event)
             for device in (event.cuda or [] if isinstance(event, Log) else
                            event.cuda_peaks if isinstance(event, RunEnd) else []):
                 keep("cuda_max_reserved_bytes", device.max_reserved)
                 keep("cuda_max_allocated_bytes", device.max_allocated)
     result: dict[str, Any] = {kind: peaks.get(kind) for kind in LABELS}
     result["problems"] = reader.problems()
+    result["phases"] = phases
     # what training added on top of the loaded model (CPU runs: the closest thing to the GPU terms)
     result["host_rss_growth_bytes"] = peaks["host_rss_bytes"] - begin_rss if begin_rss and peaks.get(
         "host_rss_bytes") else None
     return result
+
+
+def _keep_phase(kept: dict[str, int], event: MemoryPhase) -> None:
+    values = {"host_rss_bytes": event.rss_bytes}
+    for device in event.cuda or []:
+        values["cuda_max_allocated_bytes"] = max(values.get("cuda_max_allocated_bytes") or 0, device.max_allocated)
+        values["cuda_max_reserved_bytes"] = max(values.get("cuda_max_reserved_bytes") or 0, device.max_reserved)
+    for kind, value in values.items():
+        if value:
+            kept[kind] = max(kept.get(kind, 0), value)
 
 
 # forecast terms that appear only once training starts (the model itself is loaded before run_begin)
@@ -86,4 +100,20 @@ def memory_comparison(run: RunFolder) -> dict[str, Any]:
                      f"activations, logits), measured {growth / 2**20:.1f} MiB. RSS also holds the Python/torch/swift "
                      "runtime and allocator caching, and CPU activations are freed eagerly, so this compares "
                      "orders of magnitude, not the GPU forecast.")
-    return {"forecast": forecast, "measured": measured, "rows": rows, "lines": lines + said}
+    phase_rows = compare_phases(forecast, measured["phases"])
+    lines += _phase_lines(forecast, phase_rows)
+    return {"forecast": forecast, "measured": measured, "rows": rows, "phase_rows": phase_rows,
+            "lines": lines + said}
+
+
+def _phase_lines(forecast: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Forecast vs measured per phase of the timeline (#26): which phase peaked, and by how much we erred."""
+    if not rows:
+        return []
+    lines = [f"per phase (forecast peak: {forecast.get('peak_phase', '?').replace('_', ' ')}):"]
+    for row in rows:
+        error = row["error_percent"]
+        lines.append(f"  {row['phase'].replace('_', ' ')}, {LABELS[row['kind']]}: forecast "
+                     f"{row['forecast_bytes'] / GIB:.2f} GiB, measured {row['measured_bytes'] / GIB:.2f} GiB"
+                     + (f", error {error:+.0f}%" if error is not None else ""))
+    return lines
