@@ -136,3 +136,19 @@ def content_problem(path: Path) -> str | None:
             if found:
                 return f"{path}: line {number} is {found}"
     return None
+
+
+def hostile_dataset(refs: list[str]) -> str | None:
+    """The first problem of the local files among swift's dataset references (absolute paths, `#N` samples,
+    hub ids), before swift or the cache key's read opens them; None when every one may be read."""
+    for ref in refs:
+        path = Path(ref.partition("#")[0])
+        if not path.is_absolute():
+            continue  # a hub id
+        try:
+            problem = file_problem(path) or (content_problem(path) if path.exists() else None)
+        except OSError as err:
+            problem = f"{path} cannot be read: {err.strerror or err}"
+        if problem:
+            return problem
+    return None

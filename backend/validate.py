@@ -399,20 +399,15 @@ def _paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Prob
 def _dataset_files(profile: LaunchProfile, base_dir: Path | None, *, read: bool) -> Iterator[Problem]:
     """Local datasets that must not be opened (a FIFO, a symlink loop) and, with `read` (before swift is
     asked to read them), files with a line too long or a row nested too deep: #29."""
-    from backend.data_files import content_problem, file_problem
+    from backend.data_files import file_problem, hostile_dataset
 
     for key in ("train", "val"):
         for ref in getattr(profile.data, key):
             path_part = ref.partition("#")[0]
             if is_builtin(ref) or not path_part:
                 continue
-            path = _resolve(path_part, base_dir)
-            problem = file_problem(path)
-            if problem is None and read and path.exists():
-                try:
-                    problem = content_problem(path)
-                except OSError as err:
-                    problem = f"{path} cannot be read: {err.strerror or err}"
+            path = _resolve(path_part, base_dir).absolute()
+            problem = hostile_dataset([str(path)]) if read else file_problem(path)
             if problem:
                 yield Problem(f"data.{key}", "error", f"{problem}.",
                               "Give a regular .jsonl/.json/.csv/.txt file with one row a line (rows nest at most "

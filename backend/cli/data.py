@@ -74,17 +74,12 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
 def _refuse_hostile(refs: list[str], base_dir: Path) -> None:
     """Exit 2 before swift (or the cache key's read) opens a FIFO, a symlink loop, a line too long or a row
     nested too deep (backend/data_files.py)."""
-    from backend.data_files import content_problem, file_problem
+    from backend.data_files import hostile_dataset
     from backend.refs import local_path
 
-    for ref in refs:
-        path = local_path(ref.partition("#")[0], base_dir)
-        try:
-            problem = file_problem(path) or (content_problem(path) if path.exists() else None)
-        except OSError as err:
-            problem = f"{path} cannot be read: {err.strerror or err}"
-        if problem:
-            fail(problem)
+    problem = hostile_dataset([str(local_path(ref.partition("#")[0], base_dir).absolute()) for ref in refs])
+    if problem:
+        fail(problem)
 
 
 def _progress(line: str) -> None:

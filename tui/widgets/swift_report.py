@@ -131,6 +131,7 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
     @work(thread=True, exclusive=True, group="swift-data", exit_on_error=False,
           description="Reading the data with swift")
     def _ask(self, query: SwiftDataQuery) -> None:
+        from backend.data_files import hostile_dataset
         from backend.oracle import OracleCancelled
         from backend.oracle.swift_data import ask_report, request_for
 
@@ -138,6 +139,10 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
         if not any(Path(ref.partition("#")[0]).exists() for ref in request.refs):
             self.post_message(self.Reported(query, None, "swift: no local dataset to read (hub datasets are "
                                                          "read by swift at launch)"))
+            return
+        problem = hostile_dataset(request.refs)  # a FIFO would block swift (and the cache key's read) forever
+        if problem:
+            self.post_message(self.Reported(query, None, f"swift: not read: {problem}"))
             return
         worker = get_current_worker()
         try:
