@@ -76,7 +76,7 @@ class _Scan:
     def has_processes(self, run: RunFolder) -> bool:
         if self.found is None:
             self.found = marked_folders()
-        return run_marker(run.path).value in self.found
+        return bool(self.found) and run_marker(run.path).value in self.found  # mostly none: no marker to make
 
 
 class SummaryCache:
