@@ -155,3 +155,21 @@ def test_bad_profile_exits_2(app: typer.Typer, tmp_path: Path) -> None:
     result = runner.invoke(app, ["estimate", str(profile)])
     assert result.exit_code == 2
     assert "tuner" in result.output
+
+
+def test_the_table_and_json_show_the_timeline(app: typer.Typer, model_dir: Path) -> None:
+    """#26: which phase peaks and the terms that make it; the breakdown is that phase's terms. Full
+    fine-tuning (fused AdamW: no temporary) at 512 tokens peaks in the steady step."""
+    args = ["--model", str(model_dir), "--formula", "--tuner", "full", "--max-length", "512", "--gpu-memory", "80",
+            "--host-memory", "64"]
+    data = run_json(app, *args)
+    assert [p["phase"] for p in data["timeline"]] == ["load", "first_step", "optimizer_step", "steady_step",
+                                                      "eval", "save"]
+    assert data["peak_phase"] == "steady_step"
+    peak = next(p for p in data["timeline"] if p["phase"] == "steady_step")
+    assert peak["gpu_total_bytes"] == data["per_device_total_bytes"]
+    assert {k: v for k, v in data["breakdown"].items() if v} == peak["gpu_terms"]
+    result = runner.invoke(app, ["estimate", *args], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "Timeline: the GPU peaks in steady_step" in result.stdout
+    assert "steady_step (peak)" in result.stdout and "Per-device GPU memory at the peak (steady_step)" in result.stdout
