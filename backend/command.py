@@ -70,7 +70,7 @@ class LaunchPlan:
     def shell_line(self) -> str:
         """One copy-pasteable, correctly quoted shell line (environment first). A secret variable reads the
         pasting shell's own value (`HF_TOKEN="$HF_TOKEN"`); control characters are `$'...'` escapes."""
-        from backend.export.shell import ShellVar, join, quote
+        from backend.shell_words import ShellVar, join, quote
         from backend.swift_schema import is_secret_name
 
         assignments = [f"{key}={quote(ShellVar(key) if is_secret_name(key) else value)}"

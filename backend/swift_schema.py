@@ -18,12 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.oracle import OracleError, ask, cached
+from backend.oracle import OracleError, ask
+from backend.oracle.swift_args_answer import LIBRARIES, ask_schema_answer, cached_schema_answer
 from backend.safe_text import SECRET_NAME, is_secret_name  # noqa: F401 (re-exported)
 
-LIBRARIES = ("ms-swift", "transformers")
-# bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
-SCHEMA_PAYLOAD = {"format": 4}
 COMMANDS = ("sft", "pt", "export", "infer")
 
 # secrets swift can read from the environment instead of its command line: flag -> variables
@@ -111,7 +109,7 @@ def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: boo
                 cancelled: Callable[[], bool] | None = None) -> SwiftSchema | None:
     """swift's schema: cached, or asked once (about 10 s) unless on the UI thread; None when unavailable.
     `cancelled` (a worker's): once true the child is stopped and OracleCancelled raised."""
-    hit = cached("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES)
+    hit = cached_schema_answer()
     if hit is not None:
         return SwiftSchema.from_answer(hit)
     if allow_ask is False or (allow_ask is None and _on_ui_thread()):
@@ -119,8 +117,7 @@ def load_schema(*, progress: Callable[[str], None] | None = None, allow_ask: boo
     if progress is None and "textual" not in sys.modules:  # the first use announces itself on the terminal
         def progress(text: str) -> None:
             print(f"workbench: {text}", file=sys.stderr, flush=True)
-    answer = ask("swift_args", SCHEMA_PAYLOAD, libraries=LIBRARIES, progress=progress, timeout=300,
-                 cancelled=cancelled)
+    answer = ask_schema_answer(progress=progress, cancelled=cancelled)
     return SwiftSchema.from_answer(answer)
 
 

@@ -29,13 +29,13 @@ def _keywords(function: object) -> set[str]:
 
 
 def test_swift_row_preprocessor_batched_preprocess() -> None:
-    """backend/oracle/swift_data.py wraps it to name each row swift drops."""
+    """backend/oracle/swift_data_drops.py wraps it to name each row swift drops."""
     assert {"batched_row", "strict", "ignore_max_length_error"} <= _keywords(RowPreprocessor.batched_preprocess), (
         "ms-swift changed RowPreprocessor.batched_preprocess(self, batched_row, *, strict, ignore_max_length_error) "
-        "(swift/dataset/preprocessor/core.py): update _observe_preprocessor in backend/oracle/swift_data.py")
+        "(swift/dataset/preprocessor/core.py): update observe_preprocessor in backend/oracle/swift_data_drops.py")
     assert callable(getattr(RowPreprocessor, "batched_to_rows", None)) and callable(
         getattr(RowPreprocessor, "rows_to_batched", None)), (
-        "ms-swift removed RowPreprocessor.batched_to_rows / rows_to_batched, which _observe_preprocessor uses")
+        "ms-swift removed RowPreprocessor.batched_to_rows / rows_to_batched, which observe_preprocessor uses")
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     kept = RowPreprocessor().batched_preprocess({"messages": [chat]}, strict=True, ignore_max_length_error=False)
     assert kept == {"messages": [chat]}, f"ms-swift's RowPreprocessor now changes a plain chat row: {kept}"
@@ -71,7 +71,7 @@ def test_swift_registries() -> None:
         "adds workbench_events to)")
     assert "qwen2" in MODEL_MAPPING and "qwen" in TEMPLATE_MAPPING, (
         "ms-swift moved MODEL_MAPPING / TEMPLATE_MAPPING (swift.model.register / swift.template.register), which "
-        "backend/oracle/swift_data.py and swift_registry.py read")
+        "backend/oracle/swift_data_child.py and swift_registry.py read")
     assert _keywords(get_matched_model_types) == {"architectures"}, (
         "ms-swift changed get_matched_model_types(architectures) (swift.model.model_meta)")
     groups, _ = calculate_matched_group([(0, 3), (1, 2), (2, 4)], 5, is_finished=True)

@@ -111,11 +111,11 @@ def _precision(profile: LaunchProfile, torch_dtype: str, notes: list[str]) -> st
     p = profile.precision
     if p.bf16 is not None or p.fp16 is not None or profile.distribution.device == "cpu":
         return p.mode
-    from backend.swift_schema import load_schema
+    from backend.oracle.swift_args_answer import precision_by_dtype
 
-    schema = load_schema(allow_ask=False)
+    rules = precision_by_dtype()
     dtype_name = {short: name for name, short in _DTYPES.items()}.get(torch_dtype, torch_dtype)
-    rule = schema.precision_by_dtype.get(dtype_name) if schema is not None else None
+    rule = rules.get(dtype_name) if rules is not None else None
     if rule is None:
         notes.append("precision unset: swift picks it from the model's dtype at launch; this forecast assumes "
                      "fp32 until swift's schema has been read (`workbench schema --swift` reads it)")
