@@ -20,22 +20,87 @@ import json
 import os
 import threading
 import traceback
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from backend import series
 from backend.fs import write_bytes_atomic
-from backend.series import ColumnReader, MetricsStore, load_store
+from backend.series import TAIL_POINTS, ColumnReader, MetricsStore, load_store
 
 FORMAT = 1
 SUMMARY_NAME = "events.summary.npz"
 SAVE_EVERY_BYTES = 8 << 20  # at most this much of the file is read again after a summary (~25,000 steps)
 KEEP_SECONDS = 15.0  # how often the supervisor's keeper reads what was appended
 CHECKED_BYTES = 64 << 10  # the file's first and last bytes before the offset, hashed
+META_BYTES = 4 << 20  # the JSON member's most (markers, checkpoints and recent steps are bounded: ~100 KiB)
+TAIL_POINTS_BYTES = TAIL_POINTS * 8  # the newest-points ring, float64
+ARRAY_HEADER_BYTES = 4096  # an .npy member's header, beyond its values
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class SeriesScalars(msgspec.Struct, forbid_unknown_fields=True):
+    """One series' saved scalars (Series.state()), each of its type."""
+
+    buckets: int
+    tail: int
+    width: Annotated[float, msgspec.Meta(gt=0)]
+    origin: float | None
+    count: Count
+    last: tuple[float, float] | None
+    tail_from_start: bool
+
+
+class StoreScalars(msgspec.Struct, forbid_unknown_fields=True):
+    """The store's saved scalars (MetricsStore.state()); events stay plain here and are typed by the store."""
+
+    smoothing: float
+    series: dict[str, SeriesScalars]
+    markers: list[tuple[float, float | None, Count]]
+    markers_kept: int
+    run_begin: dict[str, Any] | None
+    run_end: dict[str, Any] | None
+    last_log: dict[str, Any] | None
+    last_eval: dict[str, Any] | None
+    newer_version: int | None
+    checkpoints: list[tuple[int, str]]
+    attempts: Count
+    log_events: Count
+    bad_lines: Count
+    other_ranks: list[int]
+    overflow_total: Count
+    skipped_total: Count
+    grad_norm_lost_at: float | None
+    ema: float
+    ema_n: Count
+    last_counts: dict[str, float]
+    grad_seen: bool
+    recent: list[tuple[float, float]]
+
+
+class SummaryMeta(msgspec.Struct, forbid_unknown_fields=True):
+    """The summary's `meta` member: what made it, the events file it describes, and the store's scalars."""
+
+    format: int
+    store_code: str
+    offset: Count
+    device: int
+    inode: int
+    size: Count
+    head_sha256: str
+    tail_sha256: str
+    store: StoreScalars
+
+
+class Damaged(Exception):
+    """The summary file is not one this code wrote: the reason, said as "damaged summary: <why>"."""
 
 
 def summary_path(events_path: Path) -> Path:
@@ -96,31 +161,72 @@ def load_summary(events_path: Path, store: MetricsStore) -> Restored | Rejected:
     path = summary_path(events_path)
     if not path.is_file():
         return Rejected("none")
+    expected, _scalars = store.state()
     try:
-        with np.load(path, allow_pickle=False) as saved:
-            meta = json.loads(saved["meta"].tobytes())
-            if (why := _stale(meta, events_path)) is not None:
-                return Rejected(why)
-            arrays = {name: saved[name] for name in saved.files if name != "meta"}
-        store.restore_state(arrays, meta["store"])
-        return Restored(int(meta["offset"]))
+        with open(path, "rb") as handle:
+            _check_members(handle, expected)  # names and sizes from the zip's directory, nothing decompressed yet
+            handle.seek(0)
+            with np.load(handle, allow_pickle=False) as saved:
+                meta = _meta(json.loads(saved["meta"].tobytes()))
+                if (why := _stale(meta, events_path)) is not None:
+                    return Rejected(why)
+                arrays = {name: saved[name] for name in expected}
+        _check_store(meta.store, store)
+        store.restore_state(arrays, msgspec.to_builtins(meta.store))
+        return Restored(meta.offset)
+    except Damaged as err:
+        return Rejected(f"damaged summary: {err}")
     except Exception as err:  # a torn, foreign or damaged file: not a summary of this run
-        return Rejected(f"damaged: {type(err).__name__}: {err}")
+        return Rejected(f"damaged summary: {type(err).__name__}: {err}")
 
 
-def _stale(meta: dict, events_path: Path) -> str | None:
-    if meta.get("format") != FORMAT or meta.get("store_code") != store_code():
-        return "made by another version of the workbench"
-    offset = int(meta["offset"])
+def _check_members(handle: Any, expected: dict[str, np.ndarray]) -> None:
+    """Exactly the members this code writes, none larger than its kind can be (a small file may hold a
+    member of gigabytes: it is refused before anything is decompressed)."""
+    members = {info.filename: info for info in zipfile.ZipFile(handle).infolist()}
+    wanted = {f"{name}.npy" for name in expected} | {"meta.npy"}
+    if unknown := sorted(set(members) - wanted):
+        raise Damaged(f"unknown member {unknown[0]!r}")
+    if missing := sorted(wanted - set(members)):
+        raise Damaged(f"member {missing[0]!r} is missing")
+    most = max(TAIL_POINTS_BYTES, max(values.nbytes for values in expected.values())) + ARRAY_HEADER_BYTES
+    for name, info in members.items():
+        limit = META_BYTES if name == "meta.npy" else most
+        if info.file_size > limit:
+            raise Damaged(f"member {name!r} holds {info.file_size:,} bytes (at most {limit:,})")
+
+
+def _meta(plain: Any) -> SummaryMeta:
     try:
-        now = _fingerprint(events_path, offset)
+        return msgspec.convert(plain, SummaryMeta)
+    except msgspec.ValidationError as err:
+        raise Damaged(f"meta: {err}") from None
+
+
+def _check_store(saved: StoreScalars, store: MetricsStore) -> None:
+    """The sizes the store was made with are this store's (they bound what restoring allocates)."""
+    arrays, scalars = store.state()
+    if saved.markers_kept != scalars["markers_kept"]:
+        raise Damaged(f"meta: markers_kept {saved.markers_kept}, expected {scalars['markers_kept']}")
+    for name, own in scalars["series"].items():
+        got = saved.series.get(name)
+        if got is None or (got.buckets, got.tail) != (own["buckets"], own["tail"]):
+            raise Damaged(f"meta: series {name!r} sized {got and (got.buckets, got.tail)}, "
+                          f"expected {(own['buckets'], own['tail'])}")
+
+
+def _stale(meta: SummaryMeta, events_path: Path) -> str | None:
+    if meta.format != FORMAT or meta.store_code != store_code():
+        return "made by another version of the workbench"
+    try:
+        now = _fingerprint(events_path, meta.offset)
     except OSError:
         return "events.jsonl is missing"
-    if (now["device"], now["inode"]) != (meta["device"], meta["inode"]):
+    if (now["device"], now["inode"]) != (meta.device, meta.inode):
         return "events.jsonl was replaced since"
-    if now["size"] < offset:
+    if now["size"] < meta.offset:
         return "events.jsonl is shorter than when it was summarised"
-    if (now["head_sha256"], now["tail_sha256"]) != (meta["head_sha256"], meta["tail_sha256"]):
+    if (now["head_sha256"], now["tail_sha256"]) != (meta.head_sha256, meta.tail_sha256):
         return "events.jsonl was rewritten since"
     return None
 

@@ -208,7 +208,7 @@ def test_damaged_summaries_are_rejected_and_the_file_read_whole(summarised: tupl
     }
     for what, content in damages.items():
         path.write_bytes(content)
-        assert rejected(events).startswith("damaged: "), what
+        assert rejected(events).startswith("damaged summary: "), what
         assert view(load_run_store(events)) == whole, what
 
 
@@ -280,3 +280,78 @@ def test_a_real_runs_supervisor_leaves_the_summary_of_its_whole_file(short_lora_
     # the quickstart logs its first step and every 5th: one log, then the eval and checkpoint of step 4
     assert restored["log_events"] == 1 and [step for step, _ in restored["checkpoints"]] == [4]
     assert restored["run_end"].status == "finished"
+
+
+# ---------------------------------------------------------------- crafted summaries (#29 Medium 7)
+
+
+def _crafted(good: bytes, events: Path, change_meta: Any = None, **extra: np.ndarray) -> bytes:
+    """The good summary with its meta changed and members added, its fingerprint made to pass again
+    (whoever can write the run folder can compute it)."""
+    with np.load(io.BytesIO(good)) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    meta = json.loads(arrays.pop("meta").tobytes())
+    if change_meta is not None:
+        change_meta(meta)
+        meta.update(series_summary._fingerprint(events, meta["offset"]))
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays, **extra)
+    return buffer.getvalue()
+
+
+def _set(path: str, value: Any) -> Any:
+    def change(meta: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            meta = meta[key]
+        meta[last] = value
+    return change
+
+
+CRAFTED = {
+    "last_log = [1, 2, 3]": (_set("store.last_log", [1, 2, 3]), "meta: Expected `object | null`, got `array`"),
+    "offset -1": (_set("offset", -1), "meta: Expected `int` >= 0 - at `$.offset`"),
+    "a count as a string": (_set("store.log_events", "12"), "meta: Expected `int`, got `str`"),
+    "a negative count": (_set("store.bad_lines", -5), "meta: Expected `int` >= 0"),
+    "a billion buckets": (_set("store.series.loss.buckets", 10**9), "meta: series 'loss' sized (1000000000, 4096)"),
+    "a field of its own": (_set("store.drawn", True), "meta: Object contains unknown field `drawn`"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CRAFTED))
+def test_a_crafted_summary_is_damaged_and_the_file_read_whole(what: str,
+                                                             summarised: tuple[Path, bytes, int]) -> None:
+    events, _data, _cut = summarised
+    path, whole = summary_path(events), view(load_store(events))
+    change, why = CRAFTED[what]
+    path.write_bytes(_crafted(path.read_bytes(), events, change))
+    assert rejected(events).startswith(f"damaged summary: {why}")
+    assert view(load_run_store(events)) == whole
+
+
+def test_a_summary_with_a_member_it_never_writes_is_damaged(summarised: tuple[Path, bytes, int]) -> None:
+    events, _data, _cut = summarised
+    path = summary_path(events)
+    path.write_bytes(_crafted(path.read_bytes(), events, junk=np.zeros(10)))
+    assert rejected(events) == "damaged summary: unknown member 'junk.npy'"
+
+
+def test_a_huge_member_is_refused_before_it_is_decompressed(summarised: tuple[Path, bytes, int]) -> None:
+    import tracemalloc
+    events, _data, _cut = summarised
+    path = summary_path(events)
+    with np.load(io.BytesIO(path.read_bytes())) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    arrays["loss.tail_x"] = np.zeros(8 << 20)  # 64 MiB of zeros: a file of ~70 KB
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    path.write_bytes(buffer.getvalue())
+    assert path.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        reason = rejected(events)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert reason == "damaged summary: member 'loss.tail_x.npy' holds 67,108,992 bytes (at most 36,864)"
+    assert peak < 8 << 20
