@@ -258,7 +258,7 @@ class FlagLikeValue(ValueError):
     def __init__(self, flag: SwiftFlag, value: str) -> None:
         self.flag, self.value = flag, value
         where = flag.key or f"--{flag.name}"
-        super().__init__(f"{where}: value {value!r} begins with '-'; swift's parser would read it as a flag of "
+        super().__init__(f"[{where}] value {value!r} begins with '-'; swift's parser would read it as a flag of "
                          f"its own, not as a value of --{flag.name}")
 
 

@@ -51,13 +51,13 @@ def test_the_builder_refuses_to_put_a_flag_like_value_on_the_line(section: str, 
                                                                   dashed: str, tmp_path: Path) -> None:
     with pytest.raises(FlagLikeValue) as raised:
         build_launch(_profile(section, key, value), tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
-    assert str(raised.value).startswith(f"{field}: value {dashed!r} begins with '-'")
+    assert str(raised.value).startswith(f"[{field}] value {dashed!r} begins with '-'")
 
 
 def test_a_list_in_extra_swift_args_is_held_to_the_same_rule(tmp_path: Path) -> None:
     profile = load_profile(QUICKSTART)
     profile.extra_swift_args = {"modules_to_save": ["embed_tokens", "--tuner_type=full"]}
-    with pytest.raises(FlagLikeValue, match=r"^extra_swift_args.modules_to_save: value '--tuner_type=full'"):
+    with pytest.raises(FlagLikeValue, match=r"^\[extra_swift_args.modules_to_save\] value '--tuner_type=full'"):
         build_launch(profile, tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
 
 
@@ -77,4 +77,4 @@ def test_show_says_why_instead_of_printing_the_smuggled_line(tmp_path: Path) -> 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "--tuner_type=full" not in done.stdout
-    assert "tuner.target_modules: value '--tuner_type=full' begins with '-'" in done.stderr
+    assert "error: [tuner.target_modules] value '--tuner_type=full' begins with '-'" in done.stderr
