@@ -186,7 +186,8 @@ def host_save_gather_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     """Host RAM a checkpoint takes per node while it is written.
 
     FSDP FULL_STATE_DICT: the whole model (the Trainer asks accelerate for the full state dict, frozen
-    weights too) and the optimizer state on rank 0; SHARDED_STATE_DICT: each local rank's shard.
+    weights too) and the optimizer state on rank 0; SHARDED_STATE_DICT: each rank writes its shard
+    tensor by tensor (torch.distributed.checkpoint), nothing gathered.
     ZeRO-3: the 16-bit model gathered on rank 0. Otherwise safetensors builds one file (up to a 5 GB
     shard; LoRA: the adapters) in memory.
     """
@@ -195,9 +196,7 @@ def host_save_gather_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     trainable = shape.total_params if req.tuner == "full" else t.lora_params(shape, req)
     if req.distribution == "fsdp" and req.world_size > 1:
         optim = trainable * t.state_bytes(req).moments
-        if req.fsdp_state_dict_type == "FULL_STATE_DICT":
-            return model + optim
-        return (model + optim) / req.world_size * req.num_gpus
+        return model + optim if req.fsdp_state_dict_type == "FULL_STATE_DICT" else 0.0
     if req.distribution == "deepspeed" and req.zero_stage == 3:
         return shape.total_params * req.compute_bytes
     if req.tuner == "full":
