@@ -7,16 +7,20 @@ broken into lines with backslash continuations, so what is shown is what runs.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from backend.command import LaunchPlan
+from backend.export.shell import ShellVar, quote
+from backend.swift_schema import is_secret_name
 
 
 def command_lines(plan: LaunchPlan) -> list[str]:
     """One line per environment variable, launcher, and `--option value...` group."""
-    lines = [f"{key}={shlex.quote(value)}" for key, value in sorted(plan.env.items())]
-    argv = [shlex.quote(arg) for arg in plan.argv]
+    # as `plan.shell_line()` writes them: a secret reads the shell's own variable (never its value here),
+    # control characters are $'...' escapes (shown, never sent to the terminal)
+    lines = [f"{key}={quote(ShellVar(key) if is_secret_name(key) else value)}"
+             for key, value in sorted(plan.env.items())]
+    argv = [quote(arg) for arg in plan.redacted_argv()]
     # python -m accelerate.commands.launch --config_file CFG -m swift.cli.sft: keep the
     # launcher on one line, then the swift options one group per line
     split = plan.argv.index("swift.cli.sft") + 1 if "swift.cli.sft" in plan.argv else 1

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from textual.app import App, ComposeResult
 
 from backend.command import build_launch
@@ -96,3 +97,17 @@ def test_import_does_not_echo_a_scripts_escape_and_nul_bytes(tmp_path: Path) -> 
     assert done.returncode == 2, done.stderr
     assert b"\x1b" not in done.stderr and b"\x00" not in done.stderr and b"\x07" not in done.stderr
     assert b"cannot import: --model_author a\\x1b]0;TITLE\\x07 b\\x00c: " in done.stderr, done.stderr
+
+
+def test_the_launch_workspaces_command_preview_shows_no_secret_and_no_raw_escape(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui.command_text import launch_script, multiline_command
+
+    monkeypatch.setenv("HF_TOKEN", "hf_very_secret")
+    profile = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml")
+    profile.env = {"HF_TOKEN": ""}
+    profile.model.system = f"be {CLEAR} brief"
+    plan = build_launch(profile, tmp_path / "run", CPU_BOX, base_dir=SHIPPED_PROFILES_DIR)
+    for text in (multiline_command(plan), launch_script(plan, "p", None)):
+        assert "hf_very_secret" not in text and not _raw(text)
+        assert 'HF_TOKEN="$HF_TOKEN"' in text and f"$'--system=be {CLEAR_SHOWN} brief'" in text
