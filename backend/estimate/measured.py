@@ -50,15 +50,20 @@ def compare(forecast: dict[str, Any], measured: dict[str, int | None]) -> dict[s
 
 
 def phase_forecasts(forecast: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Per phase of the forecast's timeline, the bytes each kind of measurement should see (per process)."""
+    """Per phase of the forecast's timeline, the bytes each kind of measurement should see (per process).
+
+    The run measures steady steps as one stretch between evaluations and saves, their optimizer steps
+    included: that stretch is held to the larger of the forecast's steady and optimizer steps."""
     local = max(1, int(forecast.get("request", {}).get("num_gpus", 1)))
-    out = {}
+    out: dict[str, dict[str, int]] = {}
     for phase in forecast.get("timeline", []):
         terms, total = phase["gpu_terms"], phase["gpu_total_bytes"]
         context, slack = terms.get("cuda_context", 0), terms.get("allocator_overhead", 0)
         out[phase["phase"]] = {"cuda_max_allocated_bytes": total - context - slack,
                                "cuda_max_reserved_bytes": total - context,
                                "host_rss_bytes": phase["host_total_bytes"] // local}
+    if "steady_step" in out and "optimizer_step" in out:
+        out["steady_step"] = {kind: max(value, out["optimizer_step"][kind]) for kind, value in out["steady_step"].items()}
     return out
 
 

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from backend.estimate.measured import comparable_forecasts, error_percent
+from backend.estimate.measured import comparable_forecasts, error_percent, phase_forecasts
 from backend.events import Log
 from backend.system_monitor import SystemSample
 from tui.widgets.quiet import show_text
@@ -119,11 +119,15 @@ class MemoryPanel(Vertical):
         forecast = self.forecast or {}
         if "per_device_total_bytes" not in forecast:
             return [Text(f"forecast: {forecast.get('error', 'none stored for this run')}", style="dim")]
-        lines = [Text(f"forecast {size(forecast['per_device_total_bytes'])} per GPU, "
-                      f"{size(forecast['host_total_bytes'])} host", style="dim")]
+        peak_phase = str(forecast.get("peak_phase", "")).replace("_", " ")
+        lines = [Text(f"forecast {size(forecast['per_device_total_bytes'])} per GPU"
+                      + (f" (peak: {peak_phase})" if peak_phase else "")
+                      + f", {size(forecast['host_total_bytes'])} host", style="dim")]
         peaks = [c.max_reserved for c in (self.trainer.cuda or [] if self.trainer else []) if c.max_reserved]
         if peaks:
-            expected = comparable_forecasts(forecast)["cuda_max_reserved_bytes"]
+            # the trainer's peaks restart at each phase (#26): a log's peak is its stretch of steady steps
+            steady = phase_forecasts(forecast).get("steady_step")
+            expected = (steady or comparable_forecasts(forecast))["cuda_max_reserved_bytes"]
             error = error_percent(expected, max(peaks))
             lines.append(Text(f"peak reserved {size(max(peaks))} vs forecast {size(expected)}"
                               + (f" ({error:+.0f}%)" if error is not None else "")))
