@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from backend.cli.common import console, find_run_or_exit
+from backend.cli.common import console, fail, find_run_or_exit
 
 # `workbench watch` exit codes, one per outcome
 EXIT_FINISHED = 0
@@ -39,13 +39,17 @@ def inbox(
     items, marks = unseen(include_seen=show_all)
     for item in items:
         if as_json:
-            print(json.dumps({**item.alert, "run_dir": str(item.run_dir)}))
+            said = {"damaged": item.damaged} if item.damaged is not None else item.alert
+            print(json.dumps({**said, "run_dir": str(item.run_dir)}))
         else:
             console.print(item.line, markup=False, highlight=False, soft_wrap=True)
     if not items and not as_json:
         console.print("nothing new", highlight=False)
     if not peek:
-        save_seen(marks)
+        try:
+            save_seen(marks)
+        except OSError as err:  # a read-only or full data dir: said in one line, the alerts stay unseen
+            fail(f"could not mark these seen: {err}", code=1)
 
 
 def watch(

@@ -89,13 +89,23 @@ def read_alerts(run_dir: Path, offset: int = 0) -> list[Alert]:
 
 
 class AlertReader:
-    """New alerts since the last call (the TUI and `workbench watch` poll this)."""
+    """New alerts since the last call (the TUI and `workbench watch` poll this). A line that is not an
+    alert of its types (alert_of) is skipped and counted: `damaged`, the first reason in `damaged_why`."""
 
     def __init__(self, run_dir: Path, from_end: bool = False, offset: int = 0):
         path = alerts_path(run_dir)
         start = path.stat().st_size if from_end and path.exists() else offset
         self._tail = Tail(path, start)
+        self.damaged = 0
+        self.damaged_why: str | None = None
 
     def read_new(self) -> list[Alert]:
-        found = (alert_of(raw) for raw in self._tail.read_all_lines())
-        return [Alert.from_json(data) for data in found if data is not None]
+        alerts = []
+        for raw in self._tail.read_all_lines():
+            found = alert_of(raw)
+            if isinstance(found, dict):
+                alerts.append(Alert.from_json(found))
+            elif isinstance(found, str):
+                self.damaged += 1
+                self.damaged_why = self.damaged_why or found
+        return alerts

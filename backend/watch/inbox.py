@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.fs import write_text_atomic
 from backend.paths import data_dir
 from backend.safe_text import visible
 from backend.tail import Tail
@@ -74,15 +75,46 @@ def last_log(run_dir: Path, tail_bytes: int = 16_384) -> Log | None:
     return next((e for e in reversed(events) if isinstance(e, Log) and e.rank == 0), None)
 
 
-def alert_of(raw: bytes) -> dict[str, Any] | None:
-    """One line of alerts.jsonl as JSON values, or None when it is not an alert (damaged, another kind).
-    Here rather than in backend.watch.alerts (which uses it): importing that costs the status line its
-    dataclasses."""
+LATEST_TIME = 1e11  # unix seconds, the year 5138: a later "time" is not one (localtime() overflows)
+_OPTIONAL = {"id": str, "action": str, "run_id": str, "evidence": dict}
+
+
+def alert_of(raw: bytes) -> dict[str, Any] | str | None:
+    """One line of alerts.jsonl as JSON values, each of its type; a str saying why when the line is damaged
+    (not JSON, a field of the wrong type); None when it is a line of another type. Here rather than in
+    backend.watch.alerts (which uses it): importing that costs the status line its dataclasses."""
     try:
         data = json.loads(raw)
     except ValueError:  # not JSON, not UTF-8
+        return "not JSON"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if data.get("type") != "alert":
         return None
-    return data if isinstance(data, dict) and data.get("type") == "alert" else None
+    return _misfit(data) or data
+
+
+def _misfit(data: dict[str, Any]) -> str | None:
+    """Why an alert's fields are not of their types, or None."""
+    for name in ("kind", "message"):
+        if not isinstance(data.get(name), str):
+            return f"field {name} is not text"
+    when = data.get("time")
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not 0 <= when <= LATEST_TIME:
+        return f"field time is not a time: {visible(when, limit=40)}"
+    step = data.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        return f"field step is not a whole number: {visible(step, limit=40)}"
+    for name, kind in _OPTIONAL.items():
+        if name in data and not isinstance(data[name], kind):
+            return f"field {name} is of the wrong type"
+    return None
+
+
+def damaged_text(folder: Path, count: int, why: str) -> str:
+    """'damaged: <run>/alerts.jsonl: 2 lines (field time is not a time: x); skipped'"""
+    lines = "1 line" if count == 1 else f"{count} lines"
+    return visible(f"damaged: {folder / 'alerts.jsonl'}: {lines} ({why}); skipped")
 
 
 # ---------------------------------------------------------------- seen marks
@@ -93,28 +125,30 @@ def seen_path() -> Path:
 
 
 def load_seen() -> dict[str, int]:
+    """The marks; one that is not a byte offset (negative, not a whole number) is left out: unseen from 0."""
     data = read_json(seen_path()) or {}
-    return {k: v for k, v in data.items() if isinstance(v, int)}
+    return {k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
 def save_seen(marks: dict[str, int]) -> None:
     path = seen_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(marks, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(marks, indent=1))
 
 
 class InboxItem:
-    """One unseen alert of one run (a plain class: dataclasses costs the status line 20 ms)."""
+    """One unseen alert of one run, or its damaged lines (`damaged`: what to say; `alert` then empty).
+    A plain class: dataclasses costs the status line 20 ms."""
 
-    def __init__(self, run_dir: Path, alert: dict[str, Any]):
-        self.run_dir, self.alert = run_dir, alert
+    def __init__(self, run_dir: Path, alert: dict[str, Any], damaged: str | None = None):
+        self.run_dir, self.alert, self.damaged = run_dir, alert, damaged
 
     @property
     def line(self) -> str:
+        if self.damaged is not None:
+            return self.damaged
         a = self.alert
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.get("time") or 0))
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a["time"]))
         where = f" at step {a['step']}" if a.get("step") is not None else ""
         return visible(f"{when}  {self.run_dir.name} {a.get('kind')}{where}: {a.get('message')}")
 
@@ -137,14 +171,17 @@ def unseen(marks: dict[str, int] | None = None, include_seen: bool = False) -> t
         tail = Tail(path, start)
         found = [alert_of(raw) for raw in tail.read_all_lines()]
         new_marks[key] = tail.offset
-        items += [InboxItem(folder, alert) for alert in found if alert is not None]
-    items.sort(key=lambda item: item.alert.get("time") or 0)
+        items += [InboxItem(folder, alert) for alert in found if isinstance(alert, dict)]
+        if damaged := [why for why in found if isinstance(why, str)]:
+            items.append(InboxItem(folder, {}, damaged_text(folder, len(damaged), damaged[0])))
+    items.sort(key=lambda item: item.alert.get("time", 0))  # damaged lines first
     return items, new_marks
 
 
-def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tuple[int, str | None]:
-    """How many alerts are unseen, and the kind of the newest (sizes first: cheap when nothing is new)."""
-    count, newest, newest_kind = 0, 0.0, None
+def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tuple[int, str | None, int]:
+    """How many alerts are unseen, the kind of the newest, and how many unseen lines are damaged (sizes
+    first: cheap when nothing is new)."""
+    count, newest, newest_kind, damaged = 0, 0.0, None, 0
     for folder in run_folders() if folders is None else folders:
         try:
             size = (folder / "alerts.jsonl").stat().st_size
@@ -154,11 +191,13 @@ def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tu
             continue
         for raw in Tail(folder / "alerts.jsonl", marks.get(str(folder), 0)).read_all_lines():
             alert = alert_of(raw)
-            if alert is not None:
+            if isinstance(alert, str):
+                damaged += 1
+            elif alert is not None:
                 count += 1
-                if (alert.get("time") or 0) >= newest:
-                    newest, newest_kind = alert.get("time") or 0, alert.get("kind")
-    return count, newest_kind
+                if alert["time"] >= newest:
+                    newest, newest_kind = alert["time"], alert["kind"]
+    return count, newest_kind, damaged
 
 
 # ---------------------------------------------------------------- the status line
@@ -184,7 +223,22 @@ def _supervisor_gone(folder: Path, state: dict[str, Any]) -> bool:
                        state.get("supervisor_started"))
 
 
+_STATE_TYPES = {"profile_name": (str,), "created_at": (int, float), "supervisor_pid": (int,),
+                "supervisor_started": (int, float), "host": (str,), "boot_id": (str,)}
+
+
+def state_misfit(state: dict[str, Any]) -> str | None:
+    """Why an active state.json cannot be shown as a run (`workbench runs` says it the same way), or None."""
+    for name, kinds in _STATE_TYPES.items():
+        value = state.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"field {name}"
+    return None
+
+
 def run_part(folder: Path, state: dict[str, Any]) -> str:
+    if state_misfit(state) is not None:
+        return f"{visible(folder.name, limit=40)} damaged"
     name = visible(state.get("profile_name") or folder.name, limit=40)
     if _supervisor_gone(folder, state):
         return f"{name} ?"  # says running, but its supervisor is gone: `workbench runs` reconciles it
@@ -209,14 +263,17 @@ def status_line(max_runs: int = 2) -> str:
     for folder in folders:
         state = read_json(folder / "state.json")
         if state and state.get("status") in ACTIVE:
-            active.append((state.get("created_at") or 0, folder, state))
+            created = state.get("created_at")
+            active.append((created if state_misfit(state) is None and created else 0, folder, state))
     active.sort(key=lambda item: item[0], reverse=True)
     parts += [run_part(folder, state) for _, folder, state in active[:max_runs]]
     if len(active) > max_runs:
         parts.append(f"+{len(active) - max_runs} more")
-    count, kind = unseen_count(load_seen(), folders)
+    count, kind, damaged = unseen_count(load_seen(), folders)
     if count:
         parts.append(f"! {count} new ({visible(kind, limit=20)})")
+    if damaged:
+        parts.append(f"! {damaged} damaged alert line{'s' * (damaged > 1)}")
     return " | ".join(parts)
 
 

@@ -122,3 +122,53 @@ def test_light_folder_scan_agrees_with_the_run_index(runs: Path, tmp_path: Path)
     index.register(elsewhere)
     assert sorted(inbox.run_folders()) == sorted(index.known_folders())
     assert len(inbox.run_folders()) == 4
+
+
+# ---------------------------------------------------------------- wrong-typed values (#29 Medium 8)
+
+
+def test_wrong_typed_alerts_are_skipped_and_said_and_the_rest_marked_seen(isolated_runs: Path) -> None:
+    _run(isolated_runs, "odd-k", "failed", None, 1.0,
+         alerts=[{"id": "a", "kind": "hang", "step": 3, "time": "yesterday", "message": "no progress"},
+                 {"id": "b", "kind": "hang", "step": 4, "time": 1e300, "message": "no progress"},
+                 {"id": "c", "kind": "failed", "step": 5, "time": 1_790_000_000.0, "message": "boom"}])
+    assert _cli("status", "--line").stdout == "! 1 new (failed) | ! 2 damaged alert lines\n"
+    result = _cli("inbox")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"damaged: {isolated_runs / 'odd-k' / 'alerts.jsonl'}: 2 lines (field time is not a time: yesterday); skipped",
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(1_790_000_000.0))}  odd-k failed at step 5: boom"]
+    assert _cli("inbox").stdout == "nothing new\n"
+    assert _cli("status", "--line").stdout == "\n"
+
+
+def test_a_negative_seen_mark_is_no_mark(isolated_runs: Path) -> None:
+    _run(isolated_runs, "mark-m", "failed", None, 1.0,
+         alerts=[{"id": "c", "kind": "failed", "step": 5, "time": 1_790_000_000.0, "message": "boom"}])
+    seen = isolated_runs.parent / "data" / "inbox_seen.json"
+    seen.parent.mkdir(parents=True, exist_ok=True)
+    seen.write_text(json.dumps({str(isolated_runs / "mark-m"): -7}))
+    assert _cli("status", "--line").stdout == "! 1 new (failed)\n"
+    assert _cli("inbox").stdout.endswith("  mark-m failed at step 5: boom\n")
+
+
+def test_a_damaged_running_state_is_said_damaged_not_shown_running(isolated_runs: Path) -> None:
+    folder = _run(isolated_runs, "bent-n", "running", None, 100.0)
+    (folder / "state.json").write_text(json.dumps({"run_id": "bent-n", "status": "running", "profile_name": "bent",
+                                                   "created_at": "noon", "supervisor_pid": "12"}))
+    _run(isolated_runs, "other-o", "running", None, 90.0)
+    assert _cli("status", "--line").stdout == "other running | bent-n damaged\n"
+
+
+def test_inbox_on_a_read_only_data_dir_says_so_in_one_line(isolated_runs: Path) -> None:
+    _run(isolated_runs, "ro-p", "failed", None, 1.0,
+         alerts=[{"id": "c", "kind": "failed", "step": 5, "time": 1_790_000_000.0, "message": "boom"}])
+    data = isolated_runs.parent / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "inbox_seen.json").mkdir()  # cannot be replaced by a file: as a read-only or full data dir
+    result = _cli("inbox")
+    assert result.returncode == 1
+    assert result.stdout.endswith("  ro-p failed at step 5: boom\n")
+    assert result.stderr.startswith("error: could not mark these seen: [Errno ")
+    assert "Traceback" not in result.stderr
+    assert not [path.name for path in data.iterdir() if path.name.startswith(".inbox_seen")]  # no half-written file
