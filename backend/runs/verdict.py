@@ -31,6 +31,8 @@ class Evidence:
     """What events.jsonl says (bounded read: its first and last few MiB)."""
 
     began: bool = False
+    scaler: str | None = None  # run_begin's loss scaler (fp16); None: a non-finite gradient is never skipped
+    all_zero: bool = True  # every logged step so far had a loss and a grad norm of exactly 0.0
     log_steps: list[int] = field(default_factory=list)
     last_log: Log | None = None
     recent_logs: list[Log] = field(default_factory=list)
@@ -59,8 +61,9 @@ def read_evidence(path: Path) -> Evidence:
             if event.rank != 0:
                 continue
             if isinstance(event, RunBegin):
-                evidence.began = True
+                evidence.began, evidence.scaler = True, event.scaler
             elif isinstance(event, Log) and event.step is not None:
+                evidence.all_zero = evidence.all_zero and event.loss == 0.0 and event.grad_norm == 0.0
                 evidence.log_steps.append(event.step)
                 evidence.last_log = event
                 evidence.recent_logs = (evidence.recent_logs + [event])[-3:]
@@ -96,6 +99,13 @@ def trained_nothing(run: RunFolder, log_tail: str, evidence: Evidence | None = N
     if len(recent) == 3 and all(_not_finite(e, "grad_norm") for e in recent) and not scaler_skipping:
         return (f"the gradients were not finite numbers for the last {len(recent)} logged steps "
                 f"(up to step {recent[-1].step}): the weights are NaN/inf; the result is unusable")
+    if last is not None and _not_finite(last, "grad_norm") and evidence.scaler is None and not scaler_skipping:
+        return (f"the gradient norm was not a finite number at the last logged step {last.step}, and no loss "
+                "scaler skipped that step: the weights are NaN/inf (a learning rate far too large?); "
+                "the result is unusable")
+    if evidence.all_zero and last is not None:
+        return (f"trained nothing: the loss and the gradient norm were 0.0 from the first logged step to step "
+                f"{last.step} (no token of any row was trained on)")
     return None
 
 

@@ -92,6 +92,16 @@ def test_a_lost_run_whose_log_names_an_error_failed_with_that_line(workspace: Pa
                                 for s in (1, 2, 3)], "",
      "the gradients were not finite numbers for the last 3 logged steps (up to step 3): the weights are NaN/inf; "
      "the result is unusable"),
+    # learning_rate = 1e30 for 12 steps, logged every 5: one non-finite grad norm, at the end, and a loss of 0.0
+    ([{"type": "run_begin", "precision": "fp32"}, {"type": "log", "step": 5, "loss": 2.31, "grad_norm": 1.7},
+      {"type": "log", "step": 10, "loss": 0.0, "grad_norm": None, "nonfinite": ["grad_norm"]},
+      {"type": "run_end", "step": 12, "status": "finished"}], "",
+     "the gradient norm was not a finite number at the last logged step 10, and no loss scaler skipped that step: "
+     "the weights are NaN/inf (a learning rate far too large?); the result is unusable"),
+    # no row had an assistant turn: nothing to learn from the first step
+    ([{"type": "run_begin"}] + [{"type": "log", "step": s, "loss": 0.0, "grad_norm": 0.0} for s in (1, 2, 3, 4)], "",
+     "trained nothing: the loss and the gradient norm were 0.0 from the first logged step to step 4 (no token of "
+     "any row was trained on)"),
 ])
 def test_a_finished_run_that_trained_nothing_is_failed(workspace: Path, events: list, log: str, reason: str) -> None:
     run = h.fake_run(workspace, status="running")
@@ -105,6 +115,13 @@ def test_a_real_finish_stays_finished_and_fp16_skips_are_not_failures(workspace:
     h.write_events(run, {"type": "run_begin"}, *[
         {"type": "log", "step": s, "loss": 1.0, "grad_norm": None, "nonfinite": ["grad_norm"], "overflow_count": s}
         for s in (1, 2, 3)])
+    assert judge_exit(run, 0, stop_requested=False) == ("finished", None, None)
+
+
+def test_a_loss_that_reaches_zero_after_training_is_a_finish(workspace: Path) -> None:
+    run = h.fake_run(workspace, status="running")
+    h.write_events(run, {"type": "run_begin"}, {"type": "log", "step": 1, "loss": 1.2, "grad_norm": 3.0},
+                   *[{"type": "log", "step": s, "loss": 0.0, "grad_norm": 0.0} for s in (2, 3)])
     assert judge_exit(run, 0, stop_requested=False) == ("finished", None, None)
 
 
