@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from backend.safe_text import is_hidden, shell_escape
+from backend.safe_text import is_hidden, is_secret_name, shell_escape
 
 
 @dataclass(frozen=True)
@@ -66,4 +66,6 @@ def render_command(tokens: list[Token], *, break_after: str | None = None, tail:
 
 
 def export_lines(env: dict[str, str]) -> str:
-    return "\n".join(f"export {key}={quote(value)}" for key, value in sorted(env.items()))
+    """`export KEY=value` lines; a secret (HF_TOKEN ...) reads the running shell's own value, never written."""
+    return "\n".join(f"export {key}={quote(ShellVar(key) if is_secret_name(key) else value)}"
+                      for key, value in sorted(env.items()))

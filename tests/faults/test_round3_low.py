@@ -6,6 +6,7 @@ RecursionError / OverflowError tracebacks."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,14 @@ def test_estimate_of_a_config_nested_past_the_recursion_limit_says_so(tmp_path: 
     done = _cli("estimate", "--model", str(tmp_path), "--formula")
     assert (done.returncode, done.stderr) == (2, "workbench estimate: config.json is nested too deep to be a model "
                                                  "config\n")
+
+
+def test_export_torchrun_never_writes_a_secrets_value(tmp_path: Path) -> None:
+    profile = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml")
+    profile.env = {"HF_TOKEN": ""}
+    path = save_profile(profile, tmp_path / "p.toml")
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "export", "torchrun", str(path), "--run-dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "HF_TOKEN": "hf_very_secret"})
+    assert done.returncode == 0, done.stderr
+    assert "hf_very_secret" not in done.stdout and 'export HF_TOKEN="$HF_TOKEN"' in done.stdout
