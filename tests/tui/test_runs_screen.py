@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from run_fixtures import fixture_run, wait_for
@@ -115,6 +116,35 @@ async def test_resume_without_checkpoint_is_refused_with_the_reason(isolated_run
         screen = await runs_screen(pilot)
         await move_to(pilot, screen.query_one(DataTable), runs["broken-data"])
         await pilot.press("r")
+        await pilot.press("y")
         await wait_for(pilot, lambda: any("checkpoint to resume" in n.message for n in pilot.app._notifications),
                        what="the refusal")
         assert runs["broken-data"].read_state().status == "failed"
+
+
+async def test_resume_asks_first_naming_the_run(isolated_runs: Path) -> None:
+    runs = workspace_with_fixtures(isolated_runs)
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 40)) as pilot:
+        screen = await runs_screen(pilot)
+        await move_to(pilot, screen.query_one(DataTable), runs["broken-data"])
+        await pilot.press("r")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ConfirmModal)
+        assert dialog.body == ("Resume broken-data (profile fixture-broken-data, failed) from its last complete checkpoint? "
+                               "It starts training again.")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+        assert not pilot.app._notifications  # nothing was tried
+        assert runs["broken-data"].read_state().status == "failed"
+
+
+async def test_a_long_profile_name_is_cut_to_its_column(isolated_runs: Path) -> None:
+    run = fixture_run(isolated_runs, "quickstart-short")
+    state = json.loads(run.state_path.read_text())
+    (run.path / "state.json").write_text(json.dumps({**state, "profile_name": "p" * 387}))
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 40)) as pilot:
+        screen = await runs_screen(pilot)
+        table = screen.query_one(DataTable)
+        assert row_of(table, run)[3] == "p" * 39 + "…"
+        assert sum(column.get_render_width(table) for column in table.columns.values()) < 160  # all on screen

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from backend.runs.layout import RunFolder
 from backend.runs.manager import RunSummary, delete_run, resume_run, stop_run
 from backend.runs.summaries import SummaryCache
+from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 from tui.safe import plain
 from tui.worker_failures import WorkerFailures, failure_text
@@ -27,6 +28,7 @@ from tui.widgets.units import duration, number, step_of
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
            ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"))
+NAME_CHARS = 40  # a run id or profile name is cut to this (a 387-character name would push the other columns off)
 KEEP_GOING = "Runs live in their own sessions: quitting the app or losing the terminal never stops one."
 STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yellow", "finished": "cyan",
                 "failed": "bold red", "stopped": "yellow", "unknown": "magenta",
@@ -132,8 +134,8 @@ class RunsScreen(WorkerFailures, Screen[None]):
     def _cells(self, summary: RunSummary) -> tuple[str | Text, ...]:
         state = summary.state
         status = plain(state.status, STATUS_STYLE.get(state.status, ""))  # names from files are never markup
-        return ("●" if str(summary.run.path) in self.marked else " ", status, plain(summary.run.run_id),
-                plain(state.profile_name),
+        return ("●" if str(summary.run.path) in self.marked else " ", status, _name(summary.run.run_id),
+                _name(state.profile_name),
                 step_of(summary.step, summary.max_steps), number(summary.loss),
                 duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-")
 
@@ -211,9 +213,17 @@ class RunsScreen(WorkerFailures, Screen[None]):
         self.app.call_from_thread(self._load)
 
     def action_resume(self) -> None:
+        """Asks first, naming the run: the list re-sorts under the cursor, so the row under it may have changed."""
         summary = self._selected()
-        if summary is not None:
-            self._resume(summary.run)
+        if summary is None:
+            return
+        if summary.state.is_active:
+            self.notify(f"{summary.run.run_id} is {summary.state.status}; nothing to resume", severity="warning")
+            return
+        body = (f"Resume {summary.run.run_id} (profile {summary.state.profile_name}, {summary.state.status}) "
+                "from its last complete checkpoint? It starts training again.")
+        self.app.push_screen(ConfirmModal("Resume the run", body, "Resume", danger=False),
+                             lambda yes: self._resume(summary.run) if yes else None)
 
     @work(thread=True, group="runs-act", exit_on_error=False, description="Resuming a run")
     def _resume(self, run: RunFolder) -> None:
@@ -245,6 +255,11 @@ class RunsScreen(WorkerFailures, Screen[None]):
             return
         self.app.notify(f"deleted {run.run_id}")
         self.app.call_from_thread(self._load)
+
+
+def _name(value: object) -> Text:
+    """A name from a file as written, cut to its column."""
+    return Text(visible(value, limit=NAME_CHARS))
 
 
 def _problems_text(problems: list[str]) -> Text:
