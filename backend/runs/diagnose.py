@@ -76,7 +76,7 @@ def diagnose_log(text: str, first_line: int = 1) -> list[Diagnosis]:
     """Every recognised problem in a log text, in the order they appear (last one wins).
     `first_line` is the number of the text's first line in the log file."""
     found: list[tuple[int, Diagnosis]] = []
-    lines = text.splitlines()
+    lines = [_shown(line) for line in text.split("\n")]  # "\n" only: the file's line numbers count these
     for number, line in enumerate(lines):
         for pattern in PATTERNS:
             match = pattern.regex.search(line)
@@ -95,6 +95,12 @@ def diagnose_log(text: str, first_line: int = 1) -> list[Diagnosis]:
                                             first_line + number)))
     found.sort(key=lambda item: item[0])
     return [diagnosis for _, diagnosis in found]
+
+
+def _shown(line: str) -> str:
+    """What a terminal shows of a line: after its last carriage return (a progress bar redraws itself
+    with "\r" on one line of the file), a CRLF's "\r" dropped."""
+    return line.rstrip("\r").rsplit("\r", 1)[-1]
 
 
 def _excerpt(line: str, start: int, end: int, width: int = 240) -> str:

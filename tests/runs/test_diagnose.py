@@ -61,6 +61,18 @@ def test_line_numbers_count_from_the_start_of_the_log_file() -> None:
     assert diagnose_log("x\nOSError: [Errno 28] No space left on device\n", first_line=101)[0].line_number == 102
 
 
+def test_a_progress_bar_is_one_line_of_the_file() -> None:
+    """tqdm redraws its bar with carriage returns: one line of the file, which `splitlines()` made three."""
+    log = ("loading\n"
+           " 10%|#         | 1/10 [00:01<00:09]\r 20%|##        | 2/10 [00:02<00:08]\r 30%|###       | 3/10\n"
+           "Traceback (most recent call last):\r\n"
+           '  File "x", line 1\n'
+           "RuntimeError: CUDA error: an illegal memory access was encountered\n" + ACCELERATE_WRAPPER)
+    assert describe_exit(1, log, stop_requested=False, first_line=41) == (
+        "failed", "a CUDA error: RuntimeError: CUDA error: an illegal memory access was encountered (output.log line 45)",
+        None)
+
+
 @pytest.mark.parametrize("code, log, expected", [
     (1, "loading\nOSError: [Errno 28] No space left on device\n" + ACCELERATE_WRAPPER,
      ("failed", "the disk is full: OSError: [Errno 28] No space left on device (output.log line 2)", None)),
