@@ -6,10 +6,10 @@ the planner's ModelShape: the exact one from transformers when it was asked befo
 milliseconds), else the formula's, labelled; `exact_info` asks transformers (one child process
 the first time, so call it off the UI thread).
 
-Whether ms-swift can infer `--model_type` / `--template` is answered the way swift does it
-(model name first, then a unique architecture match) from swift's registry, asked once per
-ms-swift version through the oracle (question `swift_registry`, about 15 s of imports in a child)
-and cached, so this module never imports swift.
+Whether ms-swift can infer `--model_type` / `--template` is looked up in swift's own answers
+(its match of the model name, then of a unique architecture), asked once per ms-swift version
+through the oracle (question `swift_registry`, about 15 s of imports in a child) and cached, so
+this module never imports swift.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from backend.estimate.shape import ConfigError, ModelShape, format_count
-from backend.paths import BUILTIN_PREFIX, is_builtin
+from backend.paths import BUILTIN_PREFIX, BUILTIN_SWIFT_TYPES, is_builtin
 from backend.refs import Origin
 
 __all__ = ["ModelInfo", "ModelShape", "SwiftInference", "describe_source", "discover_models", "exact_info",
            "format_count", "infer_swift_types", "load_swift_registry", "read_model_dir"]
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json", "*.gguf")
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".cache", "site-packages"}
-
-# The built-in models are Qwen2 with a ChatML tokenizer: swift needs these two named.
-BUILTIN_SWIFT_TYPES = ("qwen2", "qwen")
 
 
 # ---------------------------------------------------------------- shape
@@ -297,8 +294,9 @@ class SwiftInference:
 
 def infer_swift_types(info: ModelInfo, registry: dict[str, Any] | None, *, model_type: str | None = None,
                       template: str | None = None) -> SwiftInference:
-    """Mirror swift's own inference: explicit values, then args.json, then the model name, then
-    a unique architecture match; the template from the matched group or model type."""
+    """swift's own inference, looked up in its registry's answers: explicit values, then args.json, then
+    swift's match of the model name, then a unique architecture match (swift's); the template from the
+    matched group or model type."""
     if info.origin == "builtin":
         return SwiftInference(model_type or BUILTIN_SWIFT_TYPES[0], template or BUILTIN_SWIFT_TYPES[1], "builtin")
     saved = _read_args_json(info.path)
@@ -310,19 +308,16 @@ def infer_swift_types(info: ModelInfo, registry: dict[str, Any] | None, *, model
         return SwiftInference(model_type, template, "unknown",
                               warnings=("ms-swift's model registry has not been read yet",))
     types = registry["model_types"]
-    name = info.swift_name.lower()
     how = "profile"
     group_template = None
     if model_type is None:
-        for candidate, meta in types.items():
-            group = next((g for g in meta["groups"] if name in g["names"]), None)
-            if group is not None:
-                model_type, group_template, how = candidate, group["template"], "name"
-                break
+        found = registry.get("by_name", {}).get(info.swift_name.lower())  # swift's get_matched_model_meta
+        if found is not None:
+            model_type, group_template, how = found[0], found[1], "name"
     type_choices: tuple[str, ...] = ()
     if model_type is None:
         arch = info.shape.architecture if info.shape else None
-        matches = tuple(t for t, meta in types.items() if arch and arch in meta["architectures"])
+        matches = tuple(registry.get("by_architecture", {}).get(arch, ())) if arch else ()  # get_matched_model_types
         if len(matches) == 1:
             model_type, how = matches[0], "architecture"
         else:

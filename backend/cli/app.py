@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from backend.cli import common
+import backend.cli.common as common
 
 app = typer.Typer(
     name="workbench",
@@ -48,7 +48,13 @@ def open_tui(
 def full_app() -> typer.Typer:
     """The app with every sub-command registered (once); tests drive this one."""
     if not app.registered_commands:
-        from backend.cli import data, estimate, export, jobs, profiles, runs, watch
+        import backend.cli.data as data
+        import backend.cli.estimate as estimate
+        import backend.cli.export as export
+        import backend.cli.jobs as jobs
+        import backend.cli.profiles as profiles
+        import backend.cli.runs as runs
+        import backend.cli.watch as watch
 
         for module in (profiles, runs, estimate, jobs, export, watch, data):
             module.register(app)
