@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.events import Checkpoint, Eval, Event, Log, RunBegin, RunEnd
+from backend.units import size
 from backend.watch.config import WatchSection
 
 
@@ -32,7 +33,7 @@ def _rank0_log(event: Event) -> Log | None:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+    return size(n)  # the one size formatter: a small checkpoint is "3.4 MiB", never "0.0 GiB"
 
 
 class NonfiniteDetector:

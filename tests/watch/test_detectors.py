@@ -153,6 +153,12 @@ def test_memory_and_disk_readings() -> None:
     assert disk.on_sample(free=5 * GiB, next_checkpoint=10 * GiB, folder="/out", step=300) == []  # still low
 
 
+def test_a_small_checkpoint_is_said_in_its_own_unit() -> None:
+    disk = DiskDetector(margin=1.2)
+    found = disk.on_sample(free=40 * 2**20, next_checkpoint=35 * 2**20, folder="/out", step=7)
+    assert [f.message for f in found] == ["disk low on /out: 40.0 MiB free, the next checkpoint needs about 35.0 MiB"]
+
+
 def test_hang_disarmed_by_run_end_and_postponed_by_other_progress() -> None:
     d = HangDetector(factor=2.0, min_seconds=1.0)
     d.on_event(log(1), now=0.0)
