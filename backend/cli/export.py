@@ -12,6 +12,7 @@ from rich.markup import escape
 from backend.cli.common import console, err_console, fail, load_or_exit
 from backend.hardware import detect_hardware
 from backend.profile import LaunchProfile
+from backend.safe_text import visible
 from backend.validate import Problem, validate
 
 export_app = typer.Typer(
@@ -23,7 +24,7 @@ export_app = typer.Typer(
 def _print_problems(problems: list[Problem]) -> None:
     for problem in problems:
         colour = "yellow" if problem.severity == "warning" else "red"
-        err_console.print(f"[{colour}]{escape(str(problem))}[/]", highlight=False)
+        err_console.print(f"[{colour}]{escape(visible(problem))}[/]", highlight=False)
 
 
 @export_app.command("slurm")
