@@ -243,6 +243,8 @@ def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
     """The supervisor and every process of the run are gone without a final status: conclude from
     the evidence (verdict.judge_lost), say it once in the run's alerts, and record it."""
     status, reason, sig = judge_lost(run, state)
+    if not run.is_proven():  # a legacy or foreign folder (no run.json): shown as concluded, never written to
+        return state.model_copy(update={"status": status, "failure_reason": reason, "signal": sig})
     _alert_supervisor_gone(run, status, reason)
     try:
         return run.update_state(status=status, failure_reason=reason, signal=sig, ended_at=time.time())
