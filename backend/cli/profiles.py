@@ -45,7 +45,10 @@ def show(
         plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
     except FlagLikeValue as err:  # never print a line that would smuggle a flag (`workbench validate` lists all)
         fail(f"{err}; the command is not printed")
-    plan.write_configs()
+    try:
+        plan.write_configs()
+    except OSError as err:  # a read-only or full data dir: one line, not a traceback
+        fail(f"cannot write the config files the line points at ({err}); the command is not printed", code=1)
     if as_json:
         print(json.dumps(plan.as_json(), indent=2))
         return
