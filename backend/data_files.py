@@ -22,6 +22,7 @@ MAX_LINE_BYTES = 32 * MIB  # far above any real row; a longer line is a broken o
 MAX_DEPTH = 100  # a chat row with tool schemas nests about 10 deep
 MAX_FOLDER_FILES = 10_000
 CHUNK = MIB
+FOLDER_SUFFIXES = (".jsonl", ".json", ".csv", ".txt", ".parquet")  # what swift's loader reads in a folder
 LINE_FORMATS = (".jsonl", ".txt", ".csv")  # one row a line (a .json array may be one long line)
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -48,7 +49,7 @@ def file_problem(path: Path) -> str | None:
 
 
 def _folder_problem(folder: Path) -> str | None:
-    seen = 0
+    seen, data = 0, False
     for root, dirs, files in os.walk(folder):
         for name in [*files, *dirs]:
             seen += 1
@@ -60,6 +61,9 @@ def _folder_problem(folder: Path) -> str | None:
             problem = file_problem(entry) if name in files else _link_problem(entry)
             if problem:
                 return problem
+            data = data or (name in files and entry.suffix.lower() in FOLDER_SUFFIXES)
+    if not data:  # datasets' own error names a functools.partial, not the folder's problem
+        return f"{folder} holds no dataset file ({', '.join(FOLDER_SUFFIXES)})"
     return None
 
 

@@ -62,3 +62,11 @@ def test_export_torchrun_never_writes_a_secrets_value(tmp_path: Path) -> None:
                           env={**os.environ, "HF_TOKEN": "hf_very_secret"})
     assert done.returncode == 0, done.stderr
     assert "hf_very_secret" not in done.stdout and 'export HF_TOKEN="$HF_TOKEN"' in done.stdout
+
+
+def test_a_folder_dataset_with_no_data_file_is_named_not_a_functools_partial(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.md").write_text("notes")
+    done = _cli("data", "inspect", str(tmp_path / "empty"))
+    assert done.returncode == 2 and "functools.partial" not in done.stdout + done.stderr
+    assert done.stderr == f"error: {tmp_path / 'empty'} holds no dataset file (.jsonl, .json, .csv, .txt, .parquet)\n"
