@@ -77,7 +77,7 @@ def watch(
                 raise typer.Exit(EXIT_ALERT)
         state = refresh(folder)
         if not state.is_active:
-            for alert in _last_alerts(reader, folder.path):
+            for alert in _last_alerts(reader, folder.path, state.started_at):
                 _show(alert, as_json, bell)
             if not as_json:
                 reason = f": {state.failure_reason}" if state.failure_reason else ""
@@ -89,9 +89,12 @@ def watch(
         time.sleep(1.0)
 
 
-def _last_alerts(reader, run_dir: Path, wait: float = 10.0) -> list:  # noqa: ANN001
+def _last_alerts(reader, run_dir: Path, since: float | None, wait: float = 10.0) -> list:  # noqa: ANN001
     """The supervisor writes the final alert a moment after the final state: wait for it, until
-    the watchdog says it is done (a run without a watchdog has none, hence the bound)."""
+    the watchdog says it is done (a run without a watchdog has none, hence the bound). A run that
+    ended before `reader` opened has its final alert (of this attempt: not before `since`) earlier
+    in the file."""
+    from backend.watch.alerts import AlertReader
     from backend.watch.inbox import read_json
 
     found = []
@@ -102,7 +105,11 @@ def _last_alerts(reader, run_dir: Path, wait: float = 10.0) -> list:  # noqa: AN
         if done or any(a.kind in EXIT_CODES for a in found):
             break
         time.sleep(0.2)
-    return found + reader.read_new()
+    found += reader.read_new()
+    if not any(a.kind in EXIT_CODES for a in found):
+        earlier = [a for a in AlertReader(run_dir).read_new() if a.kind in EXIT_CODES and a.time >= (since or 0)]
+        found = earlier[-1:] + found
+    return found
 
 
 def _show(alert, as_json: bool, bell: bool) -> None:  # noqa: ANN001 - an Alert
