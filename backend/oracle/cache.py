@@ -169,6 +169,26 @@ def file_lock(path: Path, cancelled: Callable[[], bool] | None = None) -> Iterat
         raise OracleCancelled(str(err)) from None
 
 
+_SHAPES: dict[str, Callable[[dict[str, Any]], object]] = {}  # question -> its answer's decoder
+
+
+def register_shape(question: str, decode: Callable[[dict[str, Any]], object]) -> None:
+    """How `question`'s answer is decoded into its typed form (raises when it does not fit): a kept
+    answer that does not decode is treated as absent and asked again, never handed to a caller."""
+    _SHAPES[question] = decode
+
+
+def _fits(question: str, answer: dict[str, Any]) -> bool:
+    decode = _SHAPES.get(question)
+    if decode is None:
+        return True
+    try:
+        decode(answer)
+    except Exception:  # noqa: BLE001 - any misfit (a wrong type, a missing key) is a damaged entry
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class OracleCache:
     """Answers kept under `<cache_dir>/oracle/<question>/<key>.json`."""
@@ -183,11 +203,13 @@ class OracleCache:
         return self.root / question / f"{key}.json"
 
     def get(self, question: str, key: str) -> dict[str, Any] | None:
+        """The kept answer when it has its question's shape; None (ask again) when missing or damaged."""
         try:
             record = json.loads(self.path(question, key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None  # missing or damaged: ask again
-        return record.get("answer") if isinstance(record, dict) else None
+        answer = record.get("answer") if isinstance(record, dict) else None
+        return answer if isinstance(answer, dict) and _fits(question, answer) else None
 
     def lock(self, question: str, key: str, cancelled: Callable[[], bool] | None = None) -> Any:
         """The lock askers of one key share (see `file_lock`)."""

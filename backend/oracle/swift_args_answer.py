@@ -10,12 +10,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from backend.oracle import ask, cached
+from backend.oracle.cache import register_shape
 
 QUESTION = "swift_args"
 LIBRARIES = ("ms-swift", "transformers")
 # bump when backend/oracle/swift_args.py answers differently (the cache is keyed by the payload)
 SCHEMA_PAYLOAD = {"format": 4}
+
+
+class FieldShape(msgspec.Struct):
+    """One flag as swift_args answers it (what backend.swift_schema reads)."""
+
+    name: str
+    type: str
+    default: Any
+    is_list: bool
+    choices: list[Any] | None = None
+    help: str = ""
+    declared: str = ""
+    negations: list[str] = []
+
+
+class CommandShape(msgspec.Struct):
+    fields: list[FieldShape]
+
+
+class AnswerShape(msgspec.Struct):
+    """The swift_args answer: a cache entry of another shape is asked again (OracleCache.get)."""
+
+    commands: dict[str, CommandShape]
+    swift_version: str = "unknown"
+    deepspeed_presets: list[str] = []
+    tuner_defaults: dict[str, dict[str, Any]] = {}
+    precision_by_dtype: dict[str, str] = {}
+
+
+register_shape(QUESTION, lambda answer: msgspec.convert(answer, AnswerShape))
 
 
 def cached_schema_answer() -> dict[str, Any] | None:
