@@ -607,6 +607,7 @@ class MetricsStore:
         self.skipped_total = 0
         self.grad_norm_lost_at: float | None = None  # first step whose grad norm was not finite
         self.version = 0  # bumped by every ingest that changed something
+        self.summary_problem: str | None = None  # a damaged events summary, not used (backend.series_summary)
         self._ema = 0.0
         self._ema_n = 0
         self._last_counts = {"overflow_count": 0.0, "skipped_steps": 0.0}
@@ -806,6 +807,7 @@ class MetricsStore:
     def problems(self) -> list[str]:
         """What the file held that is not shown: damaged lines, lines of a newer format."""
         said = [damaged_text(self.bad_lines)] if self.bad_lines else []
+        said += [self.summary_problem] if self.summary_problem else []
         return said + ([newer_format_text(self.newer_version)] if self.newer_version else [])
 
     def throughput(self) -> Throughput:

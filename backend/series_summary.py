@@ -32,6 +32,7 @@ import numpy as np
 
 from backend import series
 from backend.fs import write_bytes_atomic
+from backend.safe_text import visible
 from backend.series import TAIL_POINTS, ColumnReader, MetricsStore, load_store
 
 FORMAT = 1
@@ -121,6 +122,7 @@ class Restored:
 @dataclass(frozen=True)
 class Rejected:
     reason: str  # why the summary is not used ("none", "events.jsonl was replaced", ...)
+    damaged: bool = False  # not a summary this code wrote: said to the user, not only skipped
 
 
 # ---------------------------------------------------------------- saving
@@ -175,9 +177,9 @@ def load_summary(events_path: Path, store: MetricsStore) -> Restored | Rejected:
         store.restore_state(arrays, msgspec.to_builtins(meta.store))
         return Restored(meta.offset)
     except Damaged as err:
-        return Rejected(f"damaged summary: {err}")
+        return Rejected(f"damaged summary: {err}", damaged=True)
     except Exception as err:  # a torn, foreign or damaged file: not a summary of this run
-        return Rejected(f"damaged summary: {type(err).__name__}: {err}")
+        return Rejected(f"damaged summary: {type(err).__name__}: {err}", damaged=True)
 
 
 def _check_members(handle: Any, expected: dict[str, np.ndarray]) -> None:
@@ -237,6 +239,8 @@ def restore_or_read(events_path: Path, store: MetricsStore) -> tuple[ColumnReade
     found = load_summary(events_path, store)
     if isinstance(found, Restored):
         return ColumnReader(events_path, found.offset), f"summary of the first {found.offset:,} bytes"
+    if found.damaged:
+        store.summary_problem = f"{visible(found.reason, limit=200)} (the whole events file is read instead)"
     return ColumnReader(events_path), f"no summary used ({found.reason})"
 
 

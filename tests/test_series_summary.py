@@ -334,6 +334,8 @@ def test_a_summary_with_a_member_it_never_writes_is_damaged(summarised: tuple[Pa
     path = summary_path(events)
     path.write_bytes(_crafted(path.read_bytes(), events, junk=np.zeros(10)))
     assert rejected(events) == "damaged summary: unknown member 'junk.npy'"
+    assert load_run_store(events).problems() == [  # what the monitor's loss line shows
+        "damaged summary: unknown member 'junk.npy' (the whole events file is read instead)"]
 
 
 def test_a_huge_member_is_refused_before_it_is_decompressed(summarised: tuple[Path, bytes, int]) -> None:
