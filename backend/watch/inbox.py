@@ -103,7 +103,8 @@ def _misfit(data: dict[str, Any]) -> str | None:
     if isinstance(when, bool) or not isinstance(when, (int, float)) or not 0 <= when <= LATEST_TIME:
         return f"field time is not a time: {visible(when, limit=40)}"
     step = data.get("step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+    whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())  # 812.0 from numpy is 812
+    if step is not None and (isinstance(step, bool) or not whole):
         return f"field step is not a whole number: {visible(step, limit=40)}"
     for name, kind in _OPTIONAL.items():
         if name in data and not isinstance(data[name], kind):
