@@ -57,6 +57,21 @@ async def test_alerts_from_before_the_monitor_opened_are_listed_not_rung(tmp_pat
         assert app.bells == 0 and list(app._notifications) == []
 
 
+async def test_wrong_typed_alert_lines_are_skipped_and_said(tmp_path: Path) -> None:
+    _append(tmp_path, id="bad", kind="hang", step=3, message="no progress")
+    _append(tmp_path, id="old", kind="failed", step=812, message="CUDA out of memory")
+    lines = (tmp_path / "alerts.jsonl").read_text().splitlines()
+    lines[0] = lines[0].replace("1790000000.0", '"yesterday"')
+    (tmp_path / "alerts.jsonl").write_text("\n".join(lines) + "\n")
+    app = PanelApp(tmp_path, bell=True)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        panel = app.query_one(AlertsPanel)
+        shown = str(panel.render()).splitlines()
+        assert len(shown) == 2 and shown[0].endswith(" failed at step 812: CUDA out of memory")
+        assert shown[1] == "⚠ 1 damaged line of alerts.jsonl skipped (field time is not a time: yesterday)"
+
+
 async def test_app_wide_toasts_for_any_run_new_alerts_only(isolated_runs: Path) -> None:
     from tui.widgets.alerts_panel import start_alert_toasts
 

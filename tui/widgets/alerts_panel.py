@@ -79,13 +79,15 @@ class AlertsPanel(WorkerFailures, Static):
     @work(thread=True, group="alerts-read", exit_on_error=False, description="Reading the run's alerts")
     def _read(self, old: bool = False) -> None:
         with self._reading:
+            damaged = self._reader.damaged
             alerts = self._read_new()
-        if alerts or old:
+            damaged = self._reader.damaged != damaged
+        if alerts or old or damaged:
             self.post_message(self.Read(alerts, old))
 
     @on(Read)
     def _read_arrived(self, message: Read) -> None:
-        if message.old:
+        if message.old or not message.alerts:  # the old ones, or only damaged lines: listed, not rung
             self.alerts = message.alerts + self.alerts
             self._render_alerts()
         else:
@@ -126,8 +128,11 @@ class AlertsPanel(WorkerFailures, Static):
         return new
 
     def _render_alerts(self) -> None:
-        self.set_class(bool(self.alerts), "-shown")
+        damaged = self._reader.damaged
+        self.set_class(bool(self.alerts or damaged), "-shown")
         if not self.alerts:
+            if damaged:
+                self.update(self._damaged_text())
             return
         self.post_message(self.Changed(tuple(sorted({a.step for a in self.alerts if isinstance(a.step, int)}))))
         text = Text()
@@ -141,7 +146,16 @@ class AlertsPanel(WorkerFailures, Static):
         hidden = len(self.alerts) - self.shown
         if hidden > 0:
             text.append(f"\n… {hidden} earlier (workbench inbox --all)", style="dim")
+        if damaged:  # on the last line: the panel is 3 lines high
+            text.append("\n" if hidden <= 0 else " · ")
+            text.append_text(self._damaged_text())
         self.update(text)
+
+    def _damaged_text(self) -> Text:
+        count = self._reader.damaged
+        lines = "1 damaged line" if count == 1 else f"{count} damaged lines"
+        return Text(f"⚠ {lines} of alerts.jsonl skipped ({visible(self._reader.damaged_why, limit=60)})",
+                    style="yellow")
 
 
 def _bell_wanted(run_dir: Path) -> bool:
