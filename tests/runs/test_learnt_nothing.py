@@ -1,0 +1,27 @@
+"""A real run that learns nothing does not end "finished" (#29 Medium 11): learning_rate = 1e30 for 12
+steps turns the weights to NaN/inf, and the run is failed with the reason."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from backend.events import read_all
+from backend.profile import LaunchProfile, load_profile
+from backend.runs.manager import refresh, start_run
+from backend.paths import SHIPPED_PROFILES_DIR
+
+
+def test_a_learning_rate_of_1e30_ends_failed_not_finished(tiny_model: Path, isolated_runs: Path) -> None:
+    data = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml").model_dump()
+    data["training"].update({"max_steps": 12, "learning_rate": 1e30, "save_steps": 12, "logging_steps": 5})
+    run = start_run(LaunchProfile.model_validate(data), base_dir=SHIPPED_PROFILES_DIR, workspace=isolated_runs)
+    deadline = time.monotonic() + 600
+    while refresh(run).is_active:
+        assert time.monotonic() < deadline, run.log_tail(3000)
+        time.sleep(0.5)
+    state = run.read_state()
+    logs = [e for e in read_all(run.events_path) if e["type"] == "log" and e["rank"] == 0]
+    assert state.status == "failed", (state.failure_reason, logs)
+    assert state.failure_reason.startswith("the gradient norm was not a finite number at the last logged step"), \
+        (state.failure_reason, logs)
