@@ -9,13 +9,20 @@ file: write `${NAME}` and the value is read from the environment when the alert 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from backend.profile_watch import ALERT_KINDS, ActionableKind, NotifySection, WatchSection, WebhookFormat
 
 __all__ = ["ALERT_KINDS", "ActionableKind", "NotifySection", "WatchSection", "WebhookFormat", "config_dir",
-           "effective_notify", "user_notify_defaults", "user_notify_path"]
+           "NotifyFileError", "effective_notify", "notify_file_problem", "user_notify_defaults", "user_notify_path"]
+
+
+class NotifyFileError(ValueError):
+    """The user-level notify.toml cannot be read; the message names the file and the line."""
 
 
 def config_dir() -> Path:
@@ -36,10 +43,45 @@ def user_notify_defaults() -> NotifySection:
     """The user-level notify.toml (keys at the top level or under [notify]); empty when absent."""
     path = user_notify_path()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return NotifySection()
-    return NotifySection.model_validate(data.get("notify", data))
+    except (OSError, UnicodeDecodeError) as err:
+        raise NotifyFileError(f"{path}: cannot be read ({err})") from None
+    try:
+        data = tomllib.loads(text)
+        return NotifySection.model_validate(data.get("notify", data))
+    except tomllib.TOMLDecodeError as err:  # its message ends '(at line 3, column 9)'
+        raise NotifyFileError(f"{path}: not TOML: {err}") from None
+    except ValidationError as err:
+        raise NotifyFileError(f"{path}{_where(text, err)}: {_first_error(err)}") from None
+
+
+def notify_file_problem() -> str | None:
+    """Why the user-level notify.toml would leave every run without its sinks, or None when it is absent
+    or sound: validate refuses a launch on it (a broken file used to turn the watchdog off silently)."""
+    try:
+        user_notify_defaults()
+    except NotifyFileError as err:
+        return str(err)
+    return None
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    return f"{key}: {first['msg']} (got {first.get('input')!r})"
+
+
+def _where(text: str, err: ValidationError) -> str:
+    """' line N' of the first refused key, where the file names it on a line of its own."""
+    if not err.errors()[0]["loc"]:
+        return ""
+    key = re.escape(str(err.errors()[0]["loc"][0]))
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*[\"']?{key}[\"']?\s*=", line):
+            return f" line {number}"
+    return ""
 
 
 def effective_notify(profile_notify: NotifySection, defaults: NotifySection | None = None) -> NotifySection:

@@ -54,4 +54,15 @@ def _nan_injection_under_fp16(profile: LaunchProfile, hardware: HardwareInfo) ->
                       "Use fp32 or bf16 to see the nonfinite alert, or inject_overflow_steps for overflows.")
 
 
-WATCH_RULES: tuple[Rule, ...] = (_webhook_secrets, _desktop_needs_notify_send, _nan_injection_under_fp16)
+def _user_notify_file(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """A broken user-level notify.toml stops every run's watchdog from starting (#29): refused here."""
+    from backend.watch.config import notify_file_problem
+
+    problem = notify_file_problem()
+    if problem:
+        yield Problem("notify", "error", f"{problem}; with it no run would get its watchdog or alerts.",
+                      "Fix or remove that file (`workbench validate` reads it again).")
+
+
+WATCH_RULES: tuple[Rule, ...] = (_webhook_secrets, _desktop_needs_notify_send, _nan_injection_under_fp16,
+                                 _user_notify_file)
