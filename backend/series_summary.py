@@ -207,7 +207,7 @@ def _meta(plain: Any) -> SummaryMeta:
 
 def _check_store(saved: StoreScalars, store: MetricsStore) -> None:
     """The sizes the store was made with are this store's (they bound what restoring allocates)."""
-    arrays, scalars = store.state()
+    scalars = store.state()[1]
     if saved.markers_kept != scalars["markers_kept"]:
         raise Damaged(f"meta: markers_kept {saved.markers_kept}, expected {scalars['markers_kept']}")
     for name, own in scalars["series"].items():

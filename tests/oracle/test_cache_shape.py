@@ -10,7 +10,12 @@ import pytest
 
 from backend.oracle.cache import OracleCache
 from backend.oracle.runner import _key_for
-from backend.oracle.swift_args_answer import LIBRARIES, QUESTION, SCHEMA_PAYLOAD, precision_by_dtype
+from backend.oracle.swift_args_answer import (
+    LIBRARIES,
+    QUESTION,
+    SCHEMA_PAYLOAD,
+    precision_by_dtype,
+)
 from backend.swift_schema import load_schema
 
 GOOD = {"swift_version": "9.9", "commands": {"sft": {"fields": [

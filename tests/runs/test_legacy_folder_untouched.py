@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=120, check=False,
                           cwd=REPO, env=os.environ.copy())
 
 
