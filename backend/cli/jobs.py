@@ -231,8 +231,11 @@ def _stream_answer(client: ChatClient, history: list[dict[str, str]], settings: 
     None when the worker could not answer (it goes on)."""
     request_id = client.generate(history, settings)
     while True:
-        try:
+        try:  # Ctrl-C while waiting for a chunk or while printing one: either way it stops the answer
             event = client.next_event(timeout=600)
+            if isinstance(event, Chunk) and event.request_id == request_id:
+                print(printable(event.text), end="", flush=True)
+                continue
         except KeyboardInterrupt:
             client.stop()
             continue
@@ -243,9 +246,7 @@ def _stream_answer(client: ChatClient, history: list[dict[str, str]], settings: 
             print()
             err_console.print(f"[red]error:[/] {event.message}", highlight=False)
             return None
-        if isinstance(event, Chunk) and event.request_id == request_id:
-            print(printable(event.text), end="", flush=True)
-        elif isinstance(event, Done) and event.request_id == request_id:
+        if isinstance(event, Done) and event.request_id == request_id:
             break
     print(flush=True)
     first = f"first token {event.first_token_seconds:.2f} s, " if event.first_token_seconds is not None else ""
