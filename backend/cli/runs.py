@@ -26,7 +26,7 @@ from backend.runs.manager import (
     refresh,
     resume_run,
     start_run,
-    stop_run,
+    stop_run_result,
     summarize,
 )
 from backend.runs.summaries import SummaryCache
@@ -232,9 +232,12 @@ def follow_log_file(folder: RunFolder, tail: Tail, poll_seconds: float = 0.3) ->
 def stop(run_ref: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
     """Stop a run: SIGINT to all its processes, then SIGTERM, then SIGKILL."""
     folder = find_run_or_exit(run_ref)
-    for line in stop_run(folder, report=lambda text: err_console.print(text, highlight=False, markup=False)):
+    result = stop_run_result(folder, report=lambda text: err_console.print(text, highlight=False, markup=False))
+    for line in result.lines:
         console.print(visible(line), highlight=False, markup=False)
     console.print(f"run {visible(folder.run_id)}: {refresh(folder).status}", highlight=False, markup=False)
+    if not result.stopped:
+        raise typer.Exit(1)
 
 
 def resume(
