@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems += list(_paths_exist(profile, base_dir))
     problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
     problems += list(_host_memory(profile, hardware, base_dir))
+    problems += list(_names_libraries_know(profile, base_dir, ask=ask_data))
     hostile = list(_dataset_files(profile, base_dir, read=ask_data))
     problems += hostile
     # swift reads the data only once the model and the data themselves are sound (no child for `--help`);
@@ -488,6 +490,64 @@ def _flag_like_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterato
         yield Problem(key, "error", f"{found.value!r} begins with '-': swift's parser would read it as a flag of "
                       f"its own, not as a value of --{found.flag.name}.", fix)
 
+
+# ---------------------------------------------------------------- names only the libraries know (#29)
+
+
+def _names_libraries_know(profile: LaunchProfile, base_dir: Path | None, *, ask: bool) -> Iterator[Problem]:
+    """report_to against transformers' trackers, target_modules against swift's keywords and the model's own
+    module names. swift's parser takes any string for both; an unknown one fails (or is ignored) only once the
+    model is loaded. Answers not known yet say nothing: the model's shape is only ever read from the cache."""
+    from backend.oracle.library_names import known_names
+
+    names = known_names(ask=ask)
+    if names is None:
+        return
+    for tracker in profile.output.report_to:
+        if tracker not in names.trackers and not tracker.startswith("-"):  # '-': _flag_like_values says why
+            yield Problem("output.report_to", "error", f"{tracker!r} is not a tracker transformers knows.",
+                          f"Use one of: {', '.join(names.trackers)}.")
+    if profile.tuner.type != "full":
+        yield from _target_modules(profile, base_dir, names.target_keywords)
+
+
+def _target_modules(profile: LaunchProfile, base_dir: Path | None, keywords: tuple[str, ...]) -> Iterator[Problem]:
+    import difflib
+
+    asked = [t for t in profile.tuner.target_modules if t not in keywords and not t.startswith("-")]
+    paths = _module_paths(profile, base_dir) if asked else None
+    if not paths:
+        return
+    leaves = sorted({path.rsplit(".", 1)[-1] for path in paths})
+    for target in asked:
+        if not _names_a_module(target, paths):
+            close = difflib.get_close_matches(target.rsplit(".", 1)[-1], leaves + list(keywords), n=4, cutoff=0.5)
+            yield Problem("tuner.target_modules", "error",
+                          f"{target!r} is neither a module of this model nor one of swift's keywords "
+                          f"({', '.join(keywords)}); PEFT would refuse it once the model is loaded.",
+                          f"Closest names: {', '.join(close)}." if close else
+                          f"Use module names of this model: {', '.join(leaves)}.")
+
+
+def _module_paths(profile: LaunchProfile, base_dir: Path | None) -> list[str] | None:
+    """The paths of the model's weight-holding modules (indices as '*'), from the cached shape answer only."""
+    from backend.estimate.exact import cached_answer
+    from backend.estimate.from_profile import config_dir_for
+    from backend.estimate.shape import ConfigError, read_config
+
+    try:
+        config, _ = read_config(config_dir_for(profile.model.source, base_dir))
+        answer = cached_answer(config)
+    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+        return None
+    paths = (answer or {}).get("module_paths")
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) and answer.get("known") else None
+
+
+def _names_a_module(target: str, paths: list[str]) -> bool:
+    """PEFT's rule for a list entry: the module's path is the entry or ends with '.' + the entry."""
+    pattern = re.sub(r"(?<![^.])\d+(?=\.|$)", "*", target)
+    return any(path == pattern or path.endswith("." + pattern) for path in paths)
 
 
 MAX_NAME_CHARS = 100

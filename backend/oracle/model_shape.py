@@ -2,8 +2,8 @@
 
 The config class fills in its own defaults (`tie_word_embeddings` of Gemma-2, DBRX's nested
 `ffn_config`, ...), the model is built on the `meta` device (no weights, no memory) and walked:
-exact parameter count, tied embeddings, the decoder layer class (FSDP's wrap unit), every linear
-layer of a decoder block (name, in/out features, bias, how many per block), fused projections,
+exact parameter count, tied embeddings, the decoder layer class (FSDP's wrap unit), the paths of the
+modules a `target_modules` entry can name, every linear layer of a decoder block (name, in/out features, bias, how many per block), fused projections,
 mixture-of-experts layout (experts, experts per token, shared experts, router), and PEFT's own
 trainable count for the LoRA configurations asked for.
 
@@ -147,7 +147,16 @@ def describe(model: Any, config: Any) -> dict[str, Any]:
         "sizes": {name: _first_attr(text, keys) for name, keys in _SIZE_KEYS.items()},
         "moe": _moe(text, kinds),
         "fused": sorted({lin["name"] for kind in kinds for lin in kind["linears"] if lin["fused"]}),
+        "module_paths": _leaf_paths(model),
     }
+
+
+def _leaf_paths(model: Any) -> list[str]:
+    """What a `target_modules` entry can name (PEFT matches it as a suffix of a module's path): every module
+    holding weights of its own and no sub-modules, indices as '*' (layers.*.self_attn.q_proj)."""
+    return sorted({re.sub(r"\.\d+(?=\.|$)", ".*", name) for name, module in model.named_modules()
+                   if name and not any(True for _ in module.children())
+                   and any(True for _ in module.parameters(recurse=False))})
 
 
 def _decoder_layers(model: Any) -> tuple[str, list[Any]]:
