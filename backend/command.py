@@ -430,7 +430,7 @@ def _every_key_set(model: Any) -> dict[str, Any]:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             data[name] = _every_key_set(annotation)
             continue
-        default = info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+        default = info.default_factory() if info.default_factory else info.default
         if default is None:
             default = next(v for v in _samples(annotation) if _valid(model, name, v))
         data[name] = default

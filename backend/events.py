@@ -50,7 +50,7 @@ class _Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
     rank: int = 0
 
 
-class RunBegin(_Event, tag="run_begin"):
+class RunBegin(_Event, tag="run_begin", frozen=True):
     precision: str | None = None
     mixed_precision: str | None = None
     scaler: str | None = None  # the loss scaler's class name; None: no loss scaling
@@ -67,7 +67,7 @@ class RunBegin(_Event, tag="run_begin"):
     output_dir: str | None = None
 
 
-class Log(_Event, tag="log"):
+class Log(_Event, tag="log", frozen=True):
     step: int | None = None
     max_steps: int | None = None
     epoch: float | None = None
@@ -85,17 +85,17 @@ class Log(_Event, tag="log"):
     cuda: list[CudaMemory] | None = None  # when CUDA is in use
 
 
-class Eval(_Event, tag="eval"):
+class Eval(_Event, tag="eval", frozen=True):
     step: int | None = None
     metrics: dict[str, float | None] = {}
 
 
-class Checkpoint(_Event, tag="checkpoint"):
+class Checkpoint(_Event, tag="checkpoint", frozen=True):
     step: int | None = None
     path: str = ""
 
 
-class RunEnd(_Event, tag="run_end"):
+class RunEnd(_Event, tag="run_end", frozen=True):
     step: int | None = None
     max_steps: int | None = None
     status: str = "finished"
@@ -107,7 +107,7 @@ class RunEnd(_Event, tag="run_end"):
     skipped_steps: int | None = None
 
 
-class MemoryPhase(_Event, tag="memory_phase"):
+class MemoryPhase(_Event, tag="memory_phase", frozen=True):
     """Memory measured over one phase of the run (load, first_step, optimizer_step, steady_step, eval,
     save: the planner's timeline), written when the phase ends; a phase that recurs (steady steps
     between evaluations) is written each time. `cuda`: the allocator's peaks since the phase began

@@ -15,6 +15,7 @@ import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from backend.fs import write_text_atomic
 from backend.profile_model import LaunchProfile
@@ -218,7 +219,7 @@ def _problems_from_validation(err: ValidationError, text: str, source: str) -> l
     return problems
 
 
-def _describe(item: dict[str, Any]) -> str:
+def _describe(item: ErrorDetails) -> str:
     kind = item["type"]
     value = item.get("input")
     if kind == "extra_forbidden":

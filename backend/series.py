@@ -21,10 +21,10 @@ import math
 import operator
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -235,7 +235,7 @@ class Series:
                 raise ValueError(f"{name}: {values.dtype}{values.shape}, expected {target.dtype}{target.shape}")
             target[:] = values
         tail_x, tail_y = np.asarray(arrays["tail_x"], float), np.asarray(arrays["tail_y"], float)
-        if tail_x.shape != tail_y.shape or tail_x.ndim != 1 or len(tail_x) > series._tail_x.maxlen:
+        if tail_x.shape != tail_y.shape or tail_x.ndim != 1 or len(tail_x) > int(scalars["tail"]):
             raise ValueError(f"tail: {tail_x.shape} steps, {tail_y.shape} values")
         series._tail_x.extend(tail_x.tolist())
         series._tail_y.extend(tail_y.tolist())
@@ -425,7 +425,7 @@ def decode_block(data: bytes | bytearray, end: int | None = None) -> EventBatch:
     return batch
 
 
-_FROM_LINE = {
+_FROM_LINE: dict[str, Callable[[_Line], Event]] = {
     "eval": lambda line: Eval(step=_step(line.step), metrics=line.metrics or {}, time=line.time),
     "checkpoint": lambda line: Checkpoint(step=_step(line.step), path=line.path or "", time=line.time),
 }
@@ -548,7 +548,7 @@ class ColumnReader:
             if self.tail.offset == before:  # a read that took nothing ends the read
                 break
             read += self.tail.offset - before
-            batch = decode_block(block.obj, len(block)) if len(block) else EventBatch()
+            batch = decode_block(cast(bytearray, block.obj), len(block)) if len(block) else EventBatch()  # the tail's own buffer
             batch.bad_lines += self.tail.long_lines - long_lines
             parts.append(batch)
         batch = EventBatch.joined(parts) if parts else EventBatch()

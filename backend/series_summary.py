@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import msgspec
 import numpy as np
@@ -135,13 +135,22 @@ def save_summary(store: MetricsStore, events_path: Path, offset: int) -> Path:
     meta = {"format": FORMAT, "store_code": store_code(), "offset": offset, **_fingerprint(events_path, offset),
             "store": scalars}
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    named: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays}
+    np.savez_compressed(buffer, **named)
     path = summary_path(events_path)
     write_bytes_atomic(path, buffer.getvalue(), mode=0o644)
     return path
 
 
-def _fingerprint(events_path: Path, offset: int) -> dict[str, object]:
+class _Fingerprint(TypedDict):
+    device: int
+    inode: int
+    size: int
+    head_sha256: str
+    tail_sha256: str
+
+
+def _fingerprint(events_path: Path, offset: int) -> _Fingerprint:
     """What ties a summary to the file: its identity, its size and the hashes of the bytes it was made from
     (one open: a file replaced between a stat and the read cannot pass as the old one)."""
     with open(events_path, "rb") as handle:

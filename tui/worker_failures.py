@@ -13,8 +13,12 @@ from __future__ import annotations
 import logging
 import traceback
 from pathlib import Path
+from typing import cast
 
 from rich.text import Text
+from textual.app import App
+from textual.dom import DOMNode
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from backend.paths import data_dir
@@ -74,14 +78,14 @@ class WorkerFailures:
         # the traceback as text: a record holding the exception would hold its frames, and through them
         # the widget or screen, for as long as a handler keeps records
         logger.error("%s (%s)\n%s", message, type(self).__name__, "".join(traceback.format_exception(error)).rstrip())
-        node = self  # type: ignore[assignment]
-        node.log.error(message)  # type: ignore[attr-defined]
+        node = cast(DOMNode, self)  # a mixin of widgets and screens
+        node.log.error(message)
         node.app.notify(f"{message}\n{RETRY_KEY} retries.", title="Something failed", severity="error",
                         timeout=12, markup=False)
-        registry = getattr(node.app, "failed_nodes", None)  # type: ignore[attr-defined]
+        registry = getattr(node.app, "failed_nodes", None)
         if registry is not None:  # the app's ctrl+r retries it
             registry.add(self)
-            node.app.refresh_bindings()  # type: ignore[attr-defined]
+            node.app.refresh_bindings()
         self.show_failure(message)
 
     @property
@@ -96,8 +100,8 @@ class WorkerFailures:
 
     def show_failure(self, message: str) -> None:
         """Say in place that the last attempt failed: a screen says it under its title (widgets override)."""
-        if hasattr(self, "sub_title"):
-            self.sub_title = f"✗ {message} ({RETRY_KEY}: retry)"  # type: ignore[attr-defined]
+        if isinstance(self, (Screen, App)):
+            self.sub_title = f"✗ {message} ({RETRY_KEY}: retry)"
 
     def retry(self) -> None:
         """Run again what failed (override)."""

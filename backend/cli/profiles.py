@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn
@@ -14,6 +14,9 @@ from backend.command import FlagLikeValue, LaunchPlan, build_launch, redact_word
 from backend.hardware import detect_hardware
 from backend.safe_text import visible
 from backend.validate import errors, validate
+
+if TYPE_CHECKING:
+    from backend.swift_schema import SwiftSchema
 
 
 def show(
@@ -136,7 +139,7 @@ def schema(
                       soft_wrap=True)
 
 
-def _swift_schema_or_exit():  # type: ignore[no-untyped-def]
+def _swift_schema_or_exit() -> SwiftSchema:
     """swift's argument schema (asked once per swift version, with a progress line), or exit 2 saying why."""
     from backend.oracle import OracleError
     from backend.swift_schema import require_schema

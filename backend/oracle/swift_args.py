@@ -109,7 +109,7 @@ def tuner_defaults(cls: type) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _declared_default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+def _declared_default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -149,9 +149,10 @@ def _swift_type_hint_patch() -> Iterator[None]:
 
 def build_parser(cls: type) -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
     with _swift_type_hint_patch():
-        return HfArgumentParser([cls])
+        return HfArgumentParser([DataClassType(cls)])
 
 
 def _field_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

@@ -69,7 +69,7 @@ def observe_preprocessor(drops: Drops) -> None:
         return merged
 
     observed._workbench_observed = True  # type: ignore[attr-defined]
-    RowPreprocessor.batched_preprocess = observed  # type: ignore[method-assign]
+    RowPreprocessor.batched_preprocess = observed
 
 
 def root_reason(err: BaseException) -> str:

@@ -122,7 +122,7 @@ def judge_exit(run: RunFolder, code: int, stop_requested: bool) -> tuple[str, st
 
 def last_complete_checkpoint(run: RunFolder) -> tuple[Path | None, list[str]]:
     """The newest usable checkpoint, and why each newer one is not."""
-    skipped = []
+    skipped: list[str] = []
     for checkpoint in reversed(run.checkpoints()):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
