@@ -244,13 +244,31 @@ def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
     """The supervisor and every process of the run are gone without a final status: conclude from
     the evidence (verdict.judge_lost), say it once in the run's alerts, and record it."""
     status, reason, sig = judge_lost(run, state)
+    ended_at, when = _evidence_end(run)
+    if when and reason:
+        reason = f"{reason}; {when}"
+    concluded = {"status": status, "failure_reason": reason, "signal": sig, "ended_at": ended_at}
     if not run.is_proven():  # a legacy or foreign folder (no run.json): shown as concluded, never written to
-        return state.model_copy(update={"status": status, "failure_reason": reason, "signal": sig})
+        return state.model_copy(update=concluded)
     _alert_supervisor_gone(run, status, reason)
     try:
-        return run.update_state(status=status, failure_reason=reason, signal=sig, ended_at=time.time())
+        return run.update_state(**concluded)
     except (StateUnreadable, FolderNotWritable, FolderBusy):  # shown as concluded, written next time
-        return state.model_copy(update={"status": status, "failure_reason": reason, "signal": sig})
+        return state.model_copy(update=concluded)
+
+
+def _evidence_end(run: RunFolder) -> tuple[float, str | None]:
+    """When a run concluded from evidence ended: its `run_end` event's time; without one, its last
+    event's (said so: the run was alive then and gone later); without any event, now. Never the moment
+    someone looked, which can be hours after the end."""
+    events = EventReader.from_end(run.events_path, 65_536).read_new()
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.rank == 0 and e.time > 0), None)
+    if end is not None:
+        return end.time, None
+    last = next((e for e in reversed(events) if e.time > 0), None)
+    if last is None:
+        return time.time(), None
+    return last.time, "its end is taken as its last event's time (it ended then or later)"
 
 
 def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> None:

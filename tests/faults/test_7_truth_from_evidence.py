@@ -46,13 +46,15 @@ def test_without_evidence_the_status_is_unknown_lost(workspace: Path) -> None:
     state = refresh(run)
     assert state.status == "unknown" and state.exit_code is None
     assert state.failure_reason == ("lost: the supervisor and every process of the run are gone without recording "
-                                    "how it ended; last step 4; last complete checkpoint checkpoint-2")
+                                    "how it ended; last step 4; last complete checkpoint checkpoint-2; its end is taken as its last "
+                                    "event's time (it ended then or later)")
     # its watchdog died with it: the final alert is written once, by whoever concluded the run
     refresh(run)
     alerts = read_alerts(run.path)
     assert [(a.kind, a.step, a.message) for a in alerts] == [("failed", 4, (
         "ended with status unknown: lost: the supervisor and every process of the run are gone without recording "
-        "how it ended; last step 4; last complete checkpoint checkpoint-2"))]
+        "how it ended; last step 4; last complete checkpoint checkpoint-2; its end is taken as its last event's "
+        "time (it ended then or later)"))]
     items, _ = unseen({})
     assert [item.alert["message"] for item in items if item.run_dir.name == run.path.name] == [alerts[0].message]
 
