@@ -168,7 +168,7 @@ def export_slurm(
     run = RunFolder(folder)
     plan = build_launch(job, run.path, hardware, base_dir=base_dir, python=options.python)
     plan.env.pop("CUDA_VISIBLE_DEVICES", None)
-    write_run_files(run, job, plan)  # profile, configs, command, state, forecast: as `workbench run` does
+    write_run_files(run, job, plan, base_dir)  # profile, configs, command, state, forecast: as `workbench run` does
     node_script = run.path / NODE_SCRIPT_NAME
     write_script(node_script, render_node_script(run, plan))
     srun = srun_argv(job, options, node_script)

@@ -94,7 +94,7 @@ def start_run(
     try:
         with run.control("start"):
             plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
-            write_run_files(run, profile, plan)
+            write_run_files(run, profile, plan, base_dir=base_dir)
             problems = launch_problems(run, plan)
             if problems:
                 raise LaunchRefused(problems)
@@ -187,7 +187,7 @@ def _size(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
+def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None = None) -> None:
     run.write_identity()  # a folder made by another path (SLURM export) is a proven run folder too
     save_profile(profile, run.profile_path)
     plan.write_configs()
@@ -195,16 +195,18 @@ def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) ->
                "shell": plan.shell_line()}
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
     run.write_state(run.new_state(profile.name))
-    _write_forecast(run, profile, plan)
+    _write_forecast(run, profile, plan, base_dir)
 
 
-def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan) -> None:
-    """Store the memory planner's forecast beside the run (predicted vs measured later)."""
+def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None) -> None:
+    """Store the memory planner's forecast beside the run (predicted vs measured later). `base_dir`
+    (the profile's folder) resolves its data, whose longest row sizes an unset max_length."""
     model_dir = plan.argv[plan.argv.index("--model") + 1]
     try:
         from backend.estimate.forecast import forecast_for_profile
 
-        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir)  # a folder, or a hub id refs resolves
+        # model_dir: a folder, or a hub id refs resolves
+        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir, base_dir=base_dir)
     except Exception as err:  # a forecast must never stop a launch
         forecast = {"error": f"no forecast: {err}"}
     write_text_atomic(run.forecast_path, json.dumps(forecast, indent=2))
