@@ -249,7 +249,7 @@ def to_messages(record: Any, layout: Layout | None = None) -> list[Message]:
     if not isinstance(record, dict):
         raise RowError(f"a row must be a JSON object, found {type(record).__name__}")
     layout = layout or detect_layout(set(record))
-    row = {layout.renames.get(k, k): v for k, v in record.items()}
+    row: dict[str, Any] = {layout.renames.get(k, k): v for k, v in record.items()}
     try:
         if layout.kind == "messages":
             messages = _from_messages(row)

@@ -110,7 +110,7 @@ def exact_info(info: ModelInfo, progress: Callable[[str], None] | None = None, *
 
 def builtin_info(name: str) -> ModelInfo:
     """A built-in model: from its built folder, or from its spec when not built yet."""
-    from backend.demo.build import BUILTIN_MODELS, builtin_model_path
+    from backend.demo.build import builtin_model_path
 
     ref = BUILTIN_PREFIX + name
     path = builtin_model_path(name)

@@ -205,7 +205,7 @@ class Series:
         """Append to the ring of newest points; a step that goes back (a resumed run) replaces what followed it."""
         breaks = np.flatnonzero(np.diff(xs) <= 0) + 1
         keep = self._tail_x.maxlen or len(xs)
-        for seg_x, seg_y in zip(np.split(xs, breaks), np.split(ys, breaks)):
+        for seg_x, seg_y in zip(np.split(xs, breaks), np.split(ys, breaks), strict=True):
             while self._tail_x and self._tail_x[-1] >= seg_x[0]:
                 self._tail_x.pop()
                 self._tail_y.pop()
@@ -438,7 +438,7 @@ def _step(value: float | None) -> int | None:
 
 def _drop_other_versions(lines: list[_Line], raw: list[bytes], batch: EventBatch) -> tuple[list[_Line], list[bytes]]:
     kept, kept_raw = [], []
-    for line, text in zip(lines, raw):
+    for line, text in zip(lines, raw, strict=True):
         if line.v == SCHEMA_VERSION:
             kept.append(line)
             kept_raw.append(text)
@@ -705,7 +705,7 @@ class MetricsStore:
             at = np.flatnonzero(rises > 0)
             overflowed[np.flatnonzero(valid)[at]] = True
             marker_steps, scales = steps[valid][at], cols["loss_scale"][valid][at]
-            for step, scale, count in zip(marker_steps.tolist(), scales.tolist(), rises[at].tolist()):
+            for step, scale, count in zip(marker_steps.tolist(), scales.tolist(), rises[at].tolist(), strict=True):
                 self.markers.append(OverflowMarker(step, scale if math.isfinite(scale) else None, int(count)))
             self.overflows.extend(marker_steps, scales)
         return overflowed

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.oracle import OracleError, ask
+from backend.oracle import ask
 from backend.oracle.swift_args_answer import LIBRARIES, ask_schema_answer, cached_schema_answer
 from backend.safe_text import SECRET_NAME, is_secret_name  # noqa: F401 (re-exported)
 

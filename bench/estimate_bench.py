@@ -10,6 +10,7 @@ one warm-up, in milliseconds, and its ratio to the 50 ms requirement (the TUI re
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ def main() -> None:
     print(f"{'case':<32} {'mean ms':>9} {'ratio to 50 ms':>15}")
     worst = 0.0
     for name, (shape, request) in cases.items():
-        ms = mean_ms(lambda: estimate(shape, request), args.repeats)
+        ms = mean_ms(functools.partial(estimate, shape, request), args.repeats)
         worst = max(worst, ms)
         print(f"{name:<32} {ms:>9.3f} {ms / TARGET_MS:>15.4f}")
     print(f"worst: {worst:.3f} ms (target {TARGET_MS:.0f} ms, ratio {worst / TARGET_MS:.4f})")

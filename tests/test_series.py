@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_eval_loss_checkpoints_and_progress_match_the_file() -> None:
 def test_overflow_markers_and_skipped_steps_of_a_real_fp16_run() -> None:
     logs = logs_of("cpu-fp16-overflow")
     store = load_store(FIXTURES / "cpu-fp16-overflow.jsonl")
-    rises = [(e["step"], e["loss_scale"]) for prev, e in zip([{"overflow_count": 0}] + logs, logs)
+    rises = [(e["step"], e["loss_scale"]) for prev, e in itertools.pairwise([{"overflow_count": 0}] + logs)
              if e["overflow_count"] > prev["overflow_count"]]
     assert 8 in [step for step, _ in rises]  # the injected overflow ([debug] inject_overflow_steps = [8])
     assert [(m.step, m.scale, m.count) for m in store.markers] == [(s, scale, 1) for s, scale in rises]
@@ -123,7 +124,7 @@ def test_long_series_stays_bounded_and_keeps_extremes() -> None:
     assert len(line._n) == BUCKETS and len(line._tail_x) == series.TAIL_POINTS
     xs, ys = line.points(None, 300)
     assert len(xs) <= 302
-    assert (123_458.0, 50.0) in zip(xs, ys) and (234_568.0, -7.0) in zip(xs, ys)
+    assert (123_458.0, 50.0) in zip(xs, ys, strict=True) and (234_568.0, -7.0) in zip(xs, ys, strict=True)
     assert line.minimum() == (234_568.0, -7.0) and line.maximum() == (123_458.0, 50.0)
     assert xs[-1] == 300_000.0
     zoom_x, zoom_y = line.points(500, 1000)  # the newest steps come raw, every one

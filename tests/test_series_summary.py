@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 
 from backend import series_summary
-from backend.series import SERIES_NAMES, ColumnReader, MetricsStore, load_store
+from backend.series import ColumnReader, MetricsStore, load_store
 from backend.series_summary import (
     Rejected,
     Restored,
     SummaryKeeper,
     load_run_store,
     load_summary,
-    save_summary,
     summary_path,
 )
 

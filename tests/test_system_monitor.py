@@ -74,7 +74,7 @@ def test_every_gpu_is_sampled() -> None:
     sample = SystemMonitor().sample()
     assert sample.gpu_error is None
     assert [g.index for g in sample.gpus] == [g.index for g in HARDWARE.gpus]
-    assert all(g.memory_total == h.memory_total_bytes for g, h in zip(sample.gpus, HARDWARE.gpus))
+    assert all(g.memory_total == h.memory_total_bytes for g, h in zip(sample.gpus, HARDWARE.gpus, strict=True))
 
 
 @pytest.mark.skipif(bool(HARDWARE.gpus), reason="this machine has an NVIDIA GPU: test_every_gpu_is_sampled covers it")

@@ -153,7 +153,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for title, binding in zip(("Launch workspace", "Runs"), self.BINDINGS):
+        for title, binding in zip(("Launch workspace", "Runs"), self.BINDINGS[:2], strict=True):
             assert isinstance(binding, Binding)
             yield SystemCommand(title, f"{binding.tooltip} ({self.get_key_display(binding)})",
                                 lambda action=binding.action: self.run_action(action))

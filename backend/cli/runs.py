@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -91,7 +91,7 @@ def follow(folder: RunFolder) -> None:
     _print_ending(folder)
 
 
-def _show_event(progress: Progress, task: int, event: Event) -> None:
+def _show_event(progress: Progress, task: TaskID, event: Event) -> None:
     """One event on the progress line (events are typed: a damaged line never gets here)."""
     if event.rank != 0:
         return
@@ -148,7 +148,7 @@ def runs() -> None:
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     # never shorten a cell (the id is what every other command takes), even in a narrow terminal
-    widths = [max(len(cell) for cell in column) + 2 for column in zip(headers, *rows)]
+    widths = [max(len(cell) for cell in column) + 2 for column in zip(headers, *rows, strict=True)]
     Console(width=max(console.width, sum(widths))).print(table)  # console.print clamps to the terminal
     for note in notes:
         console.print(f"  {note}", highlight=False, markup=False, soft_wrap=True)

@@ -116,7 +116,7 @@ def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str
 
 def training_corpus() -> list[str]:
     """Texts the tokenizer learns from: the shipped dataset plus some everyday English."""
-    texts = []
+    texts: list[str] = []
     for path in BUILTIN_DATASETS.values():
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -176,7 +176,7 @@ def build_model(spec: TinyModelSpec, out: Path, report: ProgressCallback) -> Non
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=True,
         initializer_range=spec.initializer_range,
-        torch_dtype="float32",
+        dtype="float32",
         bos_token_id=None,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.estimate.shape import ConfigError, ModelShape, read_config
+from backend.estimate.shape import ModelShape, read_config
 
 QUESTION = "model_shape"
 LIBRARIES = ("transformers", "peft", "torch")

@@ -105,7 +105,7 @@ def known_longest_row(profile: LaunchProfile, base_dir: Path | None) -> int | No
     return int(longest) if longest else None
 
 
-def _precision(profile: LaunchProfile, torch_dtype: str, notes: list[str]) -> str:
+def _precision(profile: LaunchProfile, torch_dtype: str | None, notes: list[str]) -> str:
     """The precision swift will train in. Unset on a GPU: swift's own rule for the model's dtype,
     as read from swift with its schema (cached; never asked here). On CPU the builder turns both off."""
     p = profile.precision

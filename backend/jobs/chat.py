@@ -126,7 +126,7 @@ _MISSING = object()
 def _field(message: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
     """`message[key]` if it is of `kind` (an int counts as a float; None where the default is None);
     KeyError when it is missing without a default, TypeError when it is of another type."""
-    value = message.get(key, default)
+    value: Any = message.get(key, default)
     if value is _MISSING:
         raise KeyError(f"the message has no {key!r}")
     if value is None and default is None:

@@ -59,6 +59,7 @@ class JobKept:
     def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
         """Write how the job ended; finish its result, or discard what a failed or stopped job left."""
         stop_requested = stopped or self.job.read_state().stop_requested
+        reason: str | None
         if why_not_started:
             status, reason, sig = "failed", why_not_started, None
         else:

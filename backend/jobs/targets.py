@@ -85,7 +85,7 @@ def from_checkpoint(checkpoint: Path, label: str | None = None) -> ModelTarget:
     """A LoRA checkpoint (base + adapter) or a full fine-tune checkpoint (a complete model)."""
     checkpoint = checkpoint.resolve()
     args = read_checkpoint_args(checkpoint)
-    common = {"model_type": args.get("model_type"), "template": args.get("template"),
+    common: dict[str, Any] = {"model_type": args.get("model_type"), "template": args.get("template"),
               "torch_dtype": args.get("torch_dtype"), "base_model": args.get("model")}
     label = label or f"{checkpoint.parent.parent.name}/{checkpoint.name}"
     if is_adapter_checkpoint(checkpoint):

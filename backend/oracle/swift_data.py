@@ -240,7 +240,7 @@ def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = Fa
     for name, request in requests:
         if ask:
             try:
-                report = ask_report(request, progress=progress)
+                report: dict[str, Any] | None = ask_report(request, progress=progress)
             except OracleError as err:
                 problems.append((name, "warning", f"swift could not inspect the data: {err}",
                                  "Run `workbench data inspect` on the profile to see the details."))

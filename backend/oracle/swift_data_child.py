@@ -166,7 +166,7 @@ class _Child:
         result: dict[str, Any] = {
             **base, "status": "ok", "rows_in_file": raw_rows, "rows": len(train),
             "dropped": len(dropped), "dropped_rows": dropped[:LISTED],
-            "drop_reasons": dict(Counter(short_reason(d["reason"]) for d in dropped).most_common(10)),
+            "drop_reasons": dict(Counter(short_reason(why) for _, why in self.drops.rows).most_common(10)),
             "sampled_ref": "#" in ref, "line_numbers": lines is not None,
         }
         if len(train) == 0:

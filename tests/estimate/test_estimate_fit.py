@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 from estimate_helpers import GIB
 
 from backend.estimate import EstimateRequest, ModelShape, estimate, fit_report, fit_status

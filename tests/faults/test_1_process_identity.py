@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from backend.jobs.job import JobFolder, JobSpec, create_job, refresh_job, stop_job
+from backend.jobs.job import JobFolder, JobSpec, create_job, stop_job
 from backend.runs.manager import refresh, stop_run
 from tests.faults import helpers as h
 

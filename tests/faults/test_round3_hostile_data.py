@@ -5,6 +5,7 @@ with the line: "too long" / "too deep"."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def _data_errors(path: Path, ask_data: bool) -> list[str]:
 def test_validate_refuses_what_is_not_a_regular_file_at_once(hostile: dict[str, Path], name: str,
                                                              says: str) -> None:
     for ask_data in (False, True):
-        found = _within(30, lambda: _data_errors(hostile[name], ask_data), hostile["fifo"])
+        found = _within(30, functools.partial(_data_errors, hostile[name], ask_data), hostile["fifo"])
         assert found == [f"{hostile[name]} {says}"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import io
+import itertools
 import math
 from pathlib import Path
 
@@ -80,7 +81,7 @@ async def test_loss_lr_progress_and_no_scaler_panel_match_the_file(tmp_path: Pat
 async def test_loss_scale_panel_marks_each_overflow_of_the_fp16_run(tmp_path: Path, isolated_runs: Path) -> None:
     run = fixture_run(tmp_path, "cpu-fp16-overflow")
     logs = logs_of("cpu-fp16-overflow")
-    overflow_steps = [e for prev, e in zip([{"overflow_count": 0}] + logs, logs)
+    overflow_steps = [e for prev, e in itertools.pairwise([{"overflow_count": 0}] + logs)
                       if e["overflow_count"] > prev["overflow_count"]]
     async with app().run_test(size=(160, 48)) as pilot:
         screen = await open_monitor(pilot, run.path)
@@ -194,7 +195,7 @@ async def test_smoothing_log_scale_and_zoom_as_the_user_sees_them(tmp_path: Path
         assert lines[0].strip() == "all steps · log y"
         labels = y_labels(lines)
         assert min(labels) == 1.0 and max(labels) == 100.0  # the lowest loss is 1.02: no 0 on a log axis
-        ratios = [high / low for high, low in zip(labels, labels[1:])]
+        ratios = [high / low for high, low in itertools.pairwise(labels)]
         assert all(abs(r / ratios[0] - 1) < 0.05 for r in ratios)  # evenly spaced labels: a constant ratio
         lines = await press("l")
         assert lines[0].strip() == "all steps" and 0.0 in y_labels(lines)

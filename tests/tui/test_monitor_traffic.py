@@ -29,7 +29,7 @@ async def test_each_new_step_of_a_live_run_sends_a_few_hundred_bytes(tmp_path: P
                 events.write(json.dumps({"v": 1, "type": "log", "time": 2e9 + step, "rank": 0, "step": step,
                                          "max_steps": 100, "loss": 1 + 1 / step, "learning_rate": 1e-4,
                                          "grad_norm": 1.0 + step % 3 / 10}) + "\n")
-            await wait_for(pilot, lambda: f"@ {step}" in str(monitor.query_one("#loss-summary").content),
+            await wait_for(pilot, lambda step=step: f"@ {step}" in str(monitor.query_one("#loss-summary").content),
                            what=f"step {step} on screen")
         await pilot.pause(0.5)
         assert counter.frames >= 10  # every step reached the screen
@@ -51,7 +51,7 @@ async def test_each_new_alert_after_the_first_sends_a_few_lines(tmp_path: Path, 
                                          "message": f"loss is diverging ({number})", "time": 1.0, "evidence": {},
                                          "action": "alert", "id": f"d{number}"}) + "\n")
             panel.check()
-            await wait_for(pilot, lambda: f"loss is diverging ({number})" in str(panel.render()), what="the alert")
+            await wait_for(pilot, lambda number=number: f"loss is diverging ({number})" in str(panel.render()), what="the alert")
             await pilot.pause(0.3)
             sent.append(counter.bytes)
         # the first alert opens the panel (the screen is laid out again); the next ones change its lines and the

@@ -127,7 +127,7 @@ class RunsScreen(WorkerFailures, Screen[None]):
             if before[key] is summary:
                 continue  # kept by the cache: its files did not change
             old = self._cells(before[key])
-            for (column, _), was, now in zip(COLUMNS, old, self._cells(summary)):
+            for (column, _), was, now in zip(COLUMNS, old, self._cells(summary), strict=True):
                 if was != now:
                     table.update_cell(key, column, now)
 

@@ -35,7 +35,7 @@ LINE = "braille"  # 2x4 dots per cell: the finest a terminal draws
 
 def _positive(points: Points) -> Points:
     """Only what a log axis can show."""
-    kept = [(x, y) for x, y in zip(*points) if y > 0]
+    kept = [(x, y) for x, y in zip(*points, strict=True) if y > 0]
     return [x for x, _ in kept], [y for _, y in kept]
 
 
@@ -55,7 +55,7 @@ def _cells(line: Text) -> list[tuple[str, tuple[Any, ...]]]:
     for span in line.spans:
         for at in range(span.start, min(span.end, len(styles))):
             styles[at] += (span.style,)
-    return list(zip(line.plain, styles))
+    return list(zip(line.plain, styles, strict=True))
 
 
 def changed_regions(old: Text, new: Text) -> list[Region] | None:
@@ -65,7 +65,7 @@ def changed_regions(old: Text, new: Text) -> list[Region] | None:
     if len(old_lines) != len(new_lines):
         return None
     regions = []
-    for y, (before, after) in enumerate(zip(old_lines, new_lines)):
+    for y, (before, after) in enumerate(zip(old_lines, new_lines, strict=True)):
         if before.plain == after.plain and before.spans == after.spans:
             continue
         if cell_len(after.plain) != len(after.plain) or cell_len(before.plain) != len(before.plain):
