@@ -249,7 +249,8 @@ def to_messages(record: Any, layout: Layout | None = None) -> list[Message]:
     if not isinstance(record, dict):
         raise RowError(f"a row must be a JSON object, found {type(record).__name__}")
     layout = layout or detect_layout(set(record))
-    row: dict[str, Any] = {layout.renames.get(k, k): v for k, v in record.items()}
+    keyed: dict[str, Any] = record  # a JSON object: its keys are strings
+    row = {layout.renames.get(k, k): v for k, v in keyed.items()}
     try:
         if layout.kind == "messages":
             messages = _from_messages(row)

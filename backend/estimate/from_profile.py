@@ -114,8 +114,8 @@ def _precision(profile: LaunchProfile, torch_dtype: str | None, notes: list[str]
     from backend.oracle.swift_args_answer import precision_by_dtype
 
     rules = precision_by_dtype()
-    dtype_name = {short: name for name, short in _DTYPES.items()}.get(torch_dtype, torch_dtype)
-    rule = rules.get(dtype_name) if rules is not None else None
+    dtype_name = {short: name for name, short in _DTYPES.items()}.get(torch_dtype, torch_dtype) if torch_dtype else None
+    rule = rules.get(dtype_name) if rules is not None and dtype_name else None
     if rule is None:
         notes.append("precision unset: swift picks it from the model's dtype at launch; this forecast assumes "
                      "fp32 until swift's schema has been read (`workbench schema --swift` reads it)")

@@ -123,7 +123,7 @@ class ChatWorkerError(RuntimeError):
 _MISSING = object()
 
 
-def _field(message: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
+def _field(message: dict[str, Any], key: str, kind: type[Any], default: Any = _MISSING) -> Any:
     """`message[key]` if it is of `kind` (an int counts as a float; None where the default is None);
     KeyError when it is missing without a default, TypeError when it is of another type."""
     value: Any = message.get(key, default)

@@ -238,14 +238,15 @@ def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = Fa
         return [("data.train", "warning", f"the data could not be checked with swift: {err}",
                  "Run `workbench data inspect` on the profile to see the details.")]
     for name, request in requests:
+        report: dict[str, Any] | None
         if ask:
             try:
-                report: dict[str, Any] | None = ask_report(request, progress=progress)
+                report = ask_report(request, progress=progress)
             except OracleError as err:
                 problems.append((name, "warning", f"swift could not inspect the data: {err}",
                                  "Run `workbench data inspect` on the profile to see the details."))
                 continue
-            remember(request, report)
+            remember(request, report)  # asked: a report
         else:
             report = known_report(request)
         if report is not None:
