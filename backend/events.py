@@ -44,6 +44,14 @@ class CudaMemory(msgspec.Struct, frozen=True):
     max_reserved: int
 
 
+class GpuUsed(msgspec.Struct, frozen=True):
+    """NVML's used memory of one GPU (bytes, every process on it; NVML's index, not CUDA's)."""
+
+    index: int
+    used: int | None = None
+    total: int | None = None
+
+
 class _Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
     v: int = SCHEMA_VERSION
     time: float = 0.0
@@ -111,12 +119,16 @@ class MemoryPhase(_Event, tag="memory_phase", frozen=True):
     """Memory measured over one phase of the run (load, first_step, optimizer_step, steady_step, eval,
     save: the planner's timeline), written when the phase ends; a phase that recurs (steady steps
     between evaluations) is written each time. `cuda`: the allocator's peaks since the phase began
-    (reset at each boundary); `rss_bytes`: the process's host RSS at the boundary."""
+    (reset at each boundary); `rss_bytes`: the process's host RSS at the boundary; `tree_rss_bytes`: the
+    process and its children (data-loader workers; in DDP each rank writes its own tree, ranks are
+    siblings, not children); `nvml`: rank 0's reading of every GPU at the boundary (CUDA runs only)."""
 
     phase: str
     step: int | None = None
     rss_bytes: int | None = None
     cuda: list[CudaMemory] | None = None
+    tree_rss_bytes: int | None = None
+    nvml: list[GpuUsed] | None = None
 
 
 Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase]

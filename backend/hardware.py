@@ -189,6 +189,21 @@ class NvidiaGpus:
 _QUIET = logging.NullHandler()
 
 
+def tree_rss_bytes(root: psutil.Process) -> int:
+    """Host RSS of a process and all its children (a child that exits meanwhile counts nothing)."""
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        procs = [root]
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
 def _nvitop() -> ModuleType:
     import nvitop
 

@@ -61,6 +61,7 @@ def phase_forecasts(forecast: dict[str, Any]) -> dict[str, dict[str, int]]:
         context, slack = terms.get("cuda_context", 0), terms.get("allocator_overhead", 0)
         out[phase["phase"]] = {"cuda_max_allocated_bytes": total - context - slack,
                                "cuda_max_reserved_bytes": total - context,
+                               "nvml_used_bytes": total,
                                "host_rss_bytes": phase["host_total_bytes"] // local}
     if "steady_step" in out and "optimizer_step" in out:
         out["steady_step"] = {kind: max(value, out["optimizer_step"][kind]) for kind, value in out["steady_step"].items()}

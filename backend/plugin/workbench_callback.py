@@ -23,11 +23,12 @@ from typing import Any
 
 import psutil
 import torch
+from swift.callbacks import callbacks_map
 from transformers import TrainerCallback
 
-from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter
+from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
+from backend.hardware import NvidiaGpus, tree_rss_bytes
 from backend.watch.stacks import heartbeat_path, register_stack_dump
-from swift.callbacks import callbacks_map
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
 
@@ -72,6 +73,8 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._peak_rss = 0
         self._phase: str | None = "load"  # the memory phase now running (#26): the planner's timeline
         self._cuda_peak: CudaMemory | None = None  # over the whole run (the allocator's peaks reset per phase)
+        # NVML per GPU at each phase boundary: rank 0 only (one reading of every GPU), and never on CPU
+        self._gpus = NvidiaGpus() if _rank() == 0 and torch.cuda.is_available() else None
 
     # ------------------------------------------------------------ begin
 
@@ -221,11 +224,20 @@ class WorkbenchEventsCallback(TrainerCallback):
             cuda = [memory]
             self._cuda_peak = _larger_peaks(self._cuda_peak, memory)
             torch.cuda.reset_peak_memory_stats(device)
-        rss = psutil.Process().memory_info().rss
+        me = psutil.Process()
+        rss = me.memory_info().rss
         self._peak_rss = max(self._peak_rss, rss)
         if self._phase is not None:
-            self.writer.write("memory_phase", phase=self._phase, step=state.global_step, rss_bytes=rss, cuda=cuda)
+            self.writer.write("memory_phase", phase=self._phase, step=state.global_step, rss_bytes=rss, cuda=cuda,
+                              tree_rss_bytes=tree_rss_bytes(me), nvml=self._nvml())
         self._phase = next_phase
+
+    def _nvml(self) -> list[GpuUsed] | None:
+        """Every GPU's used memory now, as NVML says (None on CPU, on ranks other than 0, without NVML)."""
+        if self._gpus is None:
+            return None
+        gpus = self._gpus.read(processes=False)
+        return [GpuUsed(index=g.index, used=g.memory_used_bytes, total=g.memory_total_bytes) for g in gpus] or None
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self._phase == "first_step":  # forward/backward of step 1 done; the optimizer creates its state now

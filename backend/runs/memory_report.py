@@ -60,7 +60,8 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
 
 
 def _keep_phase(kept: dict[str, int], event: MemoryPhase) -> None:
-    values = {"host_rss_bytes": event.rss_bytes}
+    values = {"host_rss_bytes": event.tree_rss_bytes or event.rss_bytes}  # the process tree when measured
+    values["nvml_used_bytes"] = max((g.used or 0 for g in event.nvml or []), default=None)
     for device in event.cuda or []:
         values["cuda_max_allocated_bytes"] = max(values.get("cuda_max_allocated_bytes") or 0, device.max_allocated)
         values["cuda_max_reserved_bytes"] = max(values.get("cuda_max_reserved_bytes") or 0, device.max_reserved)

@@ -29,6 +29,8 @@ def test_a_cpu_run_records_each_phase_and_status_compares_them(tiny_model: Path,
     assert [e["step"] for e in phases[:6]] == [0, 0, 0, 2, 2, 2]
     assert names[-1] == "steady_step" and "eval" in names[6:] and "save" in names[6:]
     assert all(e["rss_bytes"] > 0 and e["cuda"] is None for e in phases)  # CPU: host RSS only
+    # the process tree (here the process alone: no data-loader workers) and no NVML reading on CPU
+    assert all(e["tree_rss_bytes"] >= e["rss_bytes"] and e["nvml"] is None for e in phases)
     status = json.loads(workbench("status", run.run_id, "--json").stdout)
     rows = {row["phase"]: row for row in status["memory"]["phase_rows"]}
     assert set(rows) == {"load", "first_step", "optimizer_step", "steady_step", "eval", "save"}
