@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ALERT_KINDS = ("finished", "stopped", "failed", "hang", "nonfinite", "divergence", "loss_scale",
-               "gpu_memory", "host_memory", "disk", "throughput")
+               "gpu_memory", "host_memory", "disk", "throughput", "watchdog")
 ActionableKind = Literal["hang", "nonfinite", "divergence", "loss_scale", "gpu_memory", "host_memory", "disk",
                          "throughput"]
 

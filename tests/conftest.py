@@ -19,6 +19,7 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["WORKBENCH_CACHE_DIR"] = str(root / "cache")
     os.environ["WORKBENCH_DATA_DIR"] = str(root / "data")
     os.environ["WORKBENCH_WORKSPACE"] = str(root / "runs")
+    os.environ["WORKBENCH_CONFIG_DIR"] = str(root / "config")  # never the user's own notify.toml
     return root
 
 

@@ -27,6 +27,7 @@ from backend.fs import write_text_atomic
 from backend.runs.diagnose import diagnose_log
 from backend.runs.layout import RunFolder
 from backend.runs.process import run_processes, signal_processes, terminate_run
+from backend.safe_text import visible
 from backend.watch import probes
 from backend.watch.alerts import Alert, append_alert, final_kind
 from backend.watch.config import WatchSection
@@ -292,9 +293,22 @@ def start_watchdog(run: RunFolder, trainer_pid: int | None) -> Watchdog | _NoWat
 
         dispatcher = Dispatcher.for_run(run.path, profile.notify)
         return Watchdog(run, trainer_pid, profile.watch, dispatcher).start()
-    except Exception:
+    except Exception as error:
         append_watch_log(run.path, f"watchdog could not start\n{traceback.format_exc()}")
+        _say_watchdog_off(run, error)
         return _NoWatchdog()
+
+
+def _say_watchdog_off(run: RunFolder, error: Exception) -> None:
+    """A run without its watchdog is said where the user looks (inbox, TUI, status line), never only in a log;
+    written straight to alerts.jsonl since the sinks may be what failed."""
+    reason = visible(f"{type(error).__name__}: {error}".splitlines()[0])
+    message = (f"the watchdog could not start ({reason}): no hang, NaN or stop alert will fire for this run; "
+               f"details in {watch_dir(run.path) / 'watch.log'}")
+    try:
+        append_alert(run.path, Alert(kind="watchdog", message=message, run_id=run.run_id))
+    except OSError:
+        pass
 
 
 def append_watch_log(run_dir: Path, text: str) -> None:
