@@ -37,6 +37,7 @@ from backend.events import (
     Eval,
     Event,
     Log,
+    MemoryPhase,
     RunBegin,
     RunEnd,
     damaged_text,
@@ -598,6 +599,7 @@ class MetricsStore:
         self.last_log: Log | None = None
         self.last_eval: Eval | None = None
         self.checkpoints: deque[tuple[int, str]] = deque(maxlen=32)
+        self.memory_phases: deque[MemoryPhase] = deque(maxlen=512)  # rank 0's, as written (the panel folds them)
         self.attempts = 0
         self.log_events = 0
         self.bad_lines = 0  # lines of the file that were not events (torn, not JSON): skipped, and said
@@ -654,6 +656,8 @@ class MetricsStore:
                 evals.append((float(event.step), float(value)))
         elif isinstance(event, Checkpoint):
             self.checkpoints.append((event.step or 0, event.path))
+        elif isinstance(event, MemoryPhase):
+            self.memory_phases.append(event)
 
     def _logs(self, cols: dict[str, np.ndarray]) -> None:
         steps = cols["step"]

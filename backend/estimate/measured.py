@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.events import MemoryPhase
+
 MEASUREMENTS = ("cuda_max_allocated_bytes", "cuda_max_reserved_bytes", "nvml_used_bytes", "host_rss_bytes")
 
 
@@ -79,3 +81,17 @@ def compare_phases(forecast: dict[str, Any], measured: dict[str, dict[str, int |
                 rows.append({"phase": phase, "kind": kind, "forecast_bytes": forecast_bytes, "measured_bytes": value,
                              "error_percent": error_percent(forecast_bytes, value)})
     return rows
+
+
+def keep_phase(kept: dict[str, dict[str, int]], event: MemoryPhase) -> None:
+    """Add one `memory_phase` event to the measured peaks per phase (phase -> measurement -> bytes): the
+    largest over ranks and recurrences. Host: the process tree's RSS when the event has it."""
+    values = {"host_rss_bytes": event.tree_rss_bytes or event.rss_bytes,
+              "nvml_used_bytes": max((g.used or 0 for g in event.nvml or []), default=None)}
+    for device in event.cuda or []:
+        values["cuda_max_allocated_bytes"] = max(values.get("cuda_max_allocated_bytes") or 0, device.max_allocated)
+        values["cuda_max_reserved_bytes"] = max(values.get("cuda_max_reserved_bytes") or 0, device.max_reserved)
+    phase = kept.setdefault(event.phase, {})
+    for kind, value in values.items():
+        if value:
+            phase[kind] = max(phase.get(kind, 0), value)

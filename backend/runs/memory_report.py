@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.estimate.measured import compare, compare_phases
+from backend.estimate.measured import compare, compare_phases, keep_phase
 from backend.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
 from backend.runs.layout import RunFolder
 from backend.tail import READ_BYTES
@@ -45,7 +45,7 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
             if isinstance(event, RunEnd):
                 keep("host_rss_bytes", event.peak_rss_bytes)
             if isinstance(event, MemoryPhase):
-                _keep_phase(phases.setdefault(event.phase, {}), event)
+                keep_phase(phases, event)
             for device in (event.cuda or [] if isinstance(event, Log) else
                            event.cuda_peaks if isinstance(event, RunEnd) else []):
                 keep("cuda_max_reserved_bytes", device.max_reserved)
@@ -57,17 +57,6 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
     result["host_rss_growth_bytes"] = peaks["host_rss_bytes"] - begin_rss if begin_rss and peaks.get(
         "host_rss_bytes") else None
     return result
-
-
-def _keep_phase(kept: dict[str, int], event: MemoryPhase) -> None:
-    values = {"host_rss_bytes": event.tree_rss_bytes or event.rss_bytes}  # the process tree when measured
-    values["nvml_used_bytes"] = max((g.used or 0 for g in event.nvml or []), default=None)
-    for device in event.cuda or []:
-        values["cuda_max_allocated_bytes"] = max(values.get("cuda_max_allocated_bytes") or 0, device.max_allocated)
-        values["cuda_max_reserved_bytes"] = max(values.get("cuda_max_reserved_bytes") or 0, device.max_reserved)
-    for kind, value in values.items():
-        if value:
-            kept[kind] = max(kept.get(kind, 0), value)
 
 
 # forecast terms that appear only once training starts (the model itself is loaded before run_begin)

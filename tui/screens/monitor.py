@@ -269,7 +269,7 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         log = self.query_one(LogTail)
         log.add_lines(self.feed.log.take_pending())
         log.set_diagnosis(self.feed.diagnosis, self._fallback_diagnosis())
-        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log, self.feed.store.memory_phases)
         self._follow_activity()
         self.redraw_seconds = time.perf_counter() - started
         self.redraw_cpu_seconds = time.thread_time() - cpu
@@ -289,7 +289,7 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     @on(Sampled)
     def _sampled(self, message: Sampled) -> None:
         self.sample = message.sample
-        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log)
+        self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log, self.feed.store.memory_phases)
         self._follow_activity()
 
     def _fallback_diagnosis(self) -> str | None:

@@ -6,6 +6,7 @@ already shown sends nothing to the terminal, and a new host RAM figure sends one
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Group
@@ -14,13 +15,15 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from backend.estimate.measured import comparable_forecasts, error_percent, phase_forecasts
-from backend.events import Log
+from backend.estimate.measured import comparable_forecasts, compare_phases, error_percent, keep_phase, phase_forecasts
+from backend.events import Log, MemoryPhase
 from backend.system_monitor import SystemSample
 from tui.widgets.quiet import show_text
 from tui.widgets.units import size
 
-MAX_LINES = 24  # GPUs, host, run tree, trainer counters, forecast
+MAX_LINES = 32  # GPUs, host, run tree, trainer counters, forecast, its phases
+# per phase, the one measurement shown: the GPU's when the run has one, else the host's
+PHASE_KINDS = (("cuda_max_reserved_bytes", "GPU reserved"), ("host_rss_bytes", "host RSS"))
 
 
 def _grid(rows: tuple[tuple[str, ...], ...]) -> list[str]:
@@ -51,12 +54,16 @@ class MemoryPanel(Vertical):
         super().__init__(name=name, id=id, classes=classes)
         self.sample: SystemSample | None = None
         self.trainer: Log | None = None
+        self.phases: dict[str, dict[str, int]] = {}  # measured per phase (memory_phase events, rank 0)
         self.forecast = forecast
         self._texts: list[Text] = []
         self.shown_view: tuple[Any, ...] | None = None  # the figures as printed, to skip unchanged repaints
 
-    def show(self, sample: SystemSample | None, last_log: Log | None) -> None:
+    def show(self, sample: SystemSample | None, last_log: Log | None, phases: Iterable[MemoryPhase] = ()) -> None:
         self.sample, self.trainer = sample, last_log
+        self.phases = {}
+        for event in phases:
+            keep_phase(self.phases, event)
         view = self._view()
         if view != self.shown_view:
             self.shown_view = view
@@ -131,12 +138,26 @@ class MemoryPanel(Vertical):
             error = error_percent(expected, max(peaks))
             lines.append(Text(f"peak reserved {size(max(peaks))} vs forecast {size(expected)}"
                               + (f" ({error:+.0f}%)" if error is not None else "")))
-        return lines
+        return lines + self._phase_lines(forecast)
+
+    def _phase_lines(self, forecast: dict[str, Any]) -> list[Text]:
+        """Forecast vs measured for each phase the run has measured (#26), with the forecast's error."""
+        rows = compare_phases(forecast, self.phases)
+        kind, label = next(((k, text) for k, text in PHASE_KINDS if any(r["kind"] == k for r in rows)), ("", ""))
+        chosen = [row for row in rows if row["kind"] == kind]
+        if not chosen:
+            return []
+        table = [("phase", label, "forecast", "error")]
+        for row in chosen:
+            error = row["error_percent"]
+            table.append((row["phase"].replace("_", " "), size(row["measured_bytes"]), size(row["forecast_bytes"]),
+                          "-" if error is None else f"{error:+.0f}%"))
+        return [Text(line) for line in _grid(tuple(table))]
 
     def _trainer_lines(self) -> list[Text]:
         """What the training process said about itself in its newest log event."""
         last = self.trainer
-        lines = []
+        lines: list[Text] = []
         if last is None:
             return lines
         if last.rss_bytes is not None:
