@@ -122,7 +122,7 @@ class SystemMonitor:
 
     def run(
         self,
-        on_sample: Callable[[SystemSample], None],
+        on_sample: Callable[[SystemSample], object],  # its answer is not used
         stop: threading.Event,
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:

@@ -537,10 +537,10 @@ def _module_paths(profile: LaunchProfile, base_dir: Path | None) -> list[str] | 
 
     try:
         config, _ = read_config(config_dir_for(profile.model.source, base_dir))
-        answer = cached_answer(config)
+        answer = cached_answer(config) or {}
     except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
         return None
-    paths = (answer or {}).get("module_paths")
+    paths = answer.get("module_paths")
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) and answer.get("known") else None
 
 

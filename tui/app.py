@@ -23,6 +23,7 @@ from tui.terminal_pace import TerminalPace
 from tui.worker_failures import RETRY_KEY, WorkerFailures, on_screen, start_log
 
 if TYPE_CHECKING:
+    from tui.screens.launch import LaunchScreen
     from tui.widgets.alerts_panel import AlertToaster
 
 
@@ -56,7 +57,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         self.low_bandwidth = low_bandwidth
         self.alert_seconds = alert_seconds
         self.alert_toaster: AlertToaster | None = None  # started on mount
-        self.launch_screen = None
+        self.launch_screen: LaunchScreen | None = None
         self.first_frame_shown = False
         # widgets and screens whose last worker failed, held weakly: a screen popped since is not kept alive
         self.failed_nodes: weakref.WeakSet[WorkerFailures] = weakref.WeakSet()
@@ -67,8 +68,9 @@ class WorkbenchApp(WorkerFailures, App[None]):
     def _make_launch_screen(self) -> Screen:
         from tui.screens.launch import LaunchScreen
 
-        self.launch_screen = LaunchScreen(self.profile_path, hardware=self.hardware)
-        return self.launch_screen
+        screen = LaunchScreen(self.profile_path, hardware=self.hardware)
+        self.launch_screen = screen
+        return screen
 
     def _make_runs_screen(self) -> Screen:
         from tui.screens.runs import RunsScreen

@@ -113,7 +113,7 @@ class RunFeed:
         self.state_error: str | None = None
         self.diagnosis: Diagnosis | None = None
 
-    def poll(self, report: Callable[[float], None] | None = None, cancelled: Callable[[], bool] | None = None,
+    def poll(self, report: Callable[[float], object] | None = None, cancelled: Callable[[], bool] | None = None,
              report_every: float = 0.5) -> bool:
         """Read events to the end of the file (a long backlog whole, `report(fraction read)` every
         `report_every` s meanwhile), then the new log lines and the state once. True if anything changed.

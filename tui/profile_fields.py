@@ -60,7 +60,7 @@ def field_spec(path: str) -> FieldSpec:
         return FieldSpec(path, "multiline", help_text)
     if inner is bool:
         if optional:
-            choices = (("auto", None), ("true", True), ("false", False))
+            choices: tuple[tuple[str, Any], ...] = (("auto", None), ("true", True), ("false", False))
             return FieldSpec(path, "choice", help_text, choices, optional=True)
         return FieldSpec(path, "bool", help_text)
     if origin is Literal:
@@ -175,7 +175,7 @@ def visible_rules(p: LaunchProfile) -> dict[str, bool]:
         "tuner.target_modules": t.type != "full",
         "tuner.quant_": t.type == "qlora",
         "tuner.bnb_4bit_": t.type == "qlora" and t.quant_bits == 4,
-        "precision.loss_scale_": p.precision.fp16,
+        "precision.loss_scale_": bool(p.precision.fp16),
         "distribution.fsdp": d.strategy == "fsdp",
         "distribution.deepspeed": d.strategy == "deepspeed",
         "distribution.deepspeed.offload_param": d.strategy == "deepspeed" and d.deepspeed.stage == 3,

@@ -101,7 +101,8 @@ class WorkerFailures:
     def show_failure(self, message: str) -> None:
         """Say in place that the last attempt failed: a screen says it under its title (widgets override)."""
         if isinstance(self, (Screen, App)):
-            self.sub_title = f"✗ {message} ({RETRY_KEY}: retry)"
+            titled: Screen | App = self  # not `self.sub_title`: that would declare it on the mixin
+            titled.sub_title = f"✗ {message} ({RETRY_KEY}: retry)"
 
     def retry(self) -> None:
         """Run again what failed (override)."""

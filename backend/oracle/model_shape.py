@@ -225,7 +225,7 @@ def _linear_shape(module: Any) -> tuple[int, int] | None:
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and hasattr(module, "weight"):  # GPT-2 style (in, out) weight
-        return tuple(module.weight.shape)  # type: ignore[return-value]
+        return tuple(module.weight.shape)
     return None
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from backend.oracle.errors import OracleCancelled, OracleError
 from backend.paths import REPO_DIR
 
-Progress = Callable[[str], None]
+Progress = Callable[[str], object]  # its answer is not used
 Cancelled = Callable[[], bool]
 STDERR_TAIL = 8000  # bytes of the child's stderr kept for error messages
 WATCH_POLL_S = 0.1

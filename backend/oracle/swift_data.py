@@ -37,7 +37,7 @@ VIEW_ROWS = 3  # trained-token views of the first rows, sent with the report
 MODEL_INPUTS = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                 "chat_template.jinja", "chat_template.json", "generation_config.json")
 HUB_NOTE = "hub dataset: not inspected offline (swift downloads it at launch)"
-Progress = Callable[[str], None]
+Progress = Callable[[str], object]  # its answer is not used
 
 
 @dataclass(frozen=True)

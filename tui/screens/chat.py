@@ -100,7 +100,7 @@ class ChatScreen(Screen[None]):
                 return None
         system = self.query_one("#system", Input).value
         return GenerationSettings(system=system or None, temperature=values["temperature"],
-                                  top_p=values["top-p"], max_new_tokens=values["max-tokens"])
+                                  top_p=values["top-p"], max_new_tokens=int(values["max-tokens"]))
 
     # -- sending
 

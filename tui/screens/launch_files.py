@@ -104,7 +104,8 @@ class ProfileFiles(_Base):
             elif answer is Unsaved.SAVE and self.save_to(self.document.path):  # type: ignore[arg-type]
                 quit()
 
-        self.app.push_screen(ConfirmScreen("Unsaved changes", body, choices, id="confirm-quit"), answered)
+        screen: ConfirmScreen[Unsaved | None] = ConfirmScreen("Unsaved changes", body, choices, id="confirm-quit")
+        self.app.push_screen(screen, answered)
 
     # ------------------------------------------------------------ open, diff
 

@@ -3,7 +3,7 @@ the hardware lines, swift's model_type/template warnings, where a model's files 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from backend.hardware import HardwareInfo
@@ -75,7 +75,7 @@ def model_dir_of(source: str, base_dir: Path) -> Path | None:
     return info.path if info.path and info.path.is_dir() else None
 
 
-def field_of(problem_field: str, editors: dict[str, object]) -> str | None:
+def field_of(problem_field: str, editors: Mapping[str, object]) -> str | None:
     """The editor showing a problem's field (extra_swift_args.use_cpu -> extra_swift_args)."""
     path = problem_field
     while path:

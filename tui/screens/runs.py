@@ -9,6 +9,8 @@ runs live in their own sessions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -33,6 +35,14 @@ KEEP_GOING = "Runs live in their own sessions: quitting the app or losing the te
 STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yellow", "finished": "cyan",
                 "failed": "bold red", "stopped": "yellow", "unknown": "magenta",
                 "damaged": "bold magenta"}
+
+
+def _on_yes(act: Callable[[], object]) -> Callable[[bool | None], None]:
+    """A confirm modal's callback: act on a yes (what the act returns, a worker, is no answer to the modal)."""
+    def answered(yes: bool | None) -> None:
+        if yes:
+            act()
+    return answered
 
 
 class RunsScreen(WorkerFailures, Screen[None]):
@@ -204,7 +214,7 @@ class RunsScreen(WorkerFailures, Screen[None]):
         body = (f"Stop {summary.run.run_id}? Every process of the run gets SIGINT, then SIGTERM, then SIGKILL. "
                 "It can be resumed later from its last checkpoint.")
         self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"),
-                             lambda yes: self._stop(summary.run) if yes else None)
+                             _on_yes(lambda: self._stop(summary.run)))
 
     @work(thread=True, group="runs-act", exit_on_error=False, description="Stopping a run")
     def _stop(self, run: RunFolder) -> None:
@@ -223,7 +233,7 @@ class RunsScreen(WorkerFailures, Screen[None]):
         body = (f"Resume {summary.run.run_id} (profile {summary.state.profile_name}, {summary.state.status}) "
                 "from its last complete checkpoint? It starts training again.")
         self.app.push_screen(ConfirmModal("Resume the run", body, "Resume", danger=False),
-                             lambda yes: self._resume(summary.run) if yes else None)
+                             _on_yes(lambda: self._resume(summary.run)))
 
     @work(thread=True, group="runs-act", exit_on_error=False, description="Resuming a run")
     def _resume(self, run: RunFolder) -> None:
@@ -244,7 +254,7 @@ class RunsScreen(WorkerFailures, Screen[None]):
             return
         body = f"Delete {summary.run.run_id} and everything in its folder?\n{summary.run.path}"
         self.app.push_screen(ConfirmModal("Delete the run", body, "Delete"),
-                             lambda yes: self._delete(summary.run) if yes else None)
+                             _on_yes(lambda: self._delete(summary.run)))
 
     @work(thread=True, group="runs-act", exit_on_error=False, description="Deleting a run")
     def _delete(self, run: RunFolder) -> None:

@@ -23,6 +23,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
 from backend.safe_text import visible
@@ -32,7 +33,7 @@ from tui.worker_failures import WorkerFailures, failure_text
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
                "nonfinite": "bold red", "loss_scale": "red", "disk": "red"}
-SEVERITY = {"finished": "information", "stopped": "warning"}
+SEVERITY: dict[str, SeverityLevel] = {"finished": "information", "stopped": "warning"}
 logger = logging.getLogger("workbench.tui")
 
 

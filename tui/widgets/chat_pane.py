@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
+from typing import cast
 
 from rich.text import Text
 from textual import on, work
@@ -240,7 +241,7 @@ class ChatPane(WorkerFailures, Vertical):
             return
         self.history.append({"role": "user", "content": prompt})
         self._answer_text = ""
-        self._answer = self._add(("user", prompt), ("answer", "..."))  # one layout, one repaint
+        self._answer = cast(AnswerText, self._add(("user", prompt), ("answer", "...")))  # one layout, one repaint
         try:
             self._request = self.client.generate(self.history, settings)
         except (ChatWorkerError, ValueError) as err:

@@ -85,7 +85,7 @@ class DataQuery:
 class DatasetSummary(WorkerFailures, Static):
     """One report per dataset entry, in profile order."""
 
-    query: var[DataQuery | None] = var(None, init=False)
+    query: var[DataQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
     """The entries to report on (bound to the screen's)."""
     reports: var[tuple[DatasetReport, ...]] = var((), init=False)
     """What is known so far, one report per entry."""

@@ -103,7 +103,7 @@ class MemoryLine(WorkerFailures, Static):
     }
     """
 
-    query: var[ForecastQuery | None] = var(None, init=False)
+    query: var[ForecastQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
     """The profile to forecast (bound to the screen's)."""
     summary: var[str | None] = var(None)
     """The forecast text; None while there is none."""

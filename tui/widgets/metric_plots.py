@@ -17,7 +17,7 @@ changes the last column, not every column.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -166,16 +166,16 @@ class MetricPlot(PlotextPlot):
         if options.get("xlim"):
             low, high = options["xlim"]
             plt.xlim(low, high)
-            plt.xticks(step_ticks(low, high))
+            plt.xticks(step_ticks(low, high))  # type: ignore[arg-type]  # textual-plotext annotates ticks list[float] (invariant): ints are ticks too
         elif xs:
-            plt.xticks(step_ticks(min(xs), max(xs)))
+            plt.xticks(step_ticks(min(xs), max(xs)))  # type: ignore[arg-type]  # textual-plotext annotates ticks list[float] (invariant): ints are ticks too
 
     @staticmethod
     def _hold_y(plt: Plot, values: list[float], yside: str | None = None) -> None:
         """Round y limits (a linear axis): the plot rescales only when a value leaves them."""
         if values:
             low, high = round_limits(min(values), max(values))
-            plt.ylim(low, high, yside=yside) if yside else plt.ylim(low, high)
+            plt.ylim(low, high, yside=yside) if yside else plt.ylim(low, high)  # type: ignore[arg-type]  # textual-plotext types yside as float; plotext takes "left"/"right"
 
     # ------------------------------------------------------------ building
 
@@ -295,7 +295,7 @@ class LossScalePlot(MetricPlot):
             if high == low:
                 low, high = low - 1, high + 1
             ticks = list(range(low, high + 1, max(1, (high - low) // 6 + 1)))
-            plt.yticks(ticks, [f"2^{t}" for t in ticks])
+            plt.yticks(ticks, [f"2^{t}" for t in ticks])  # type: ignore[arg-type]  # textual-plotext annotates ticks list[float] (invariant): ints are ticks too
             plt.ylim(low - 0.2, high + 0.2)
         self._draw_axes(plt, shown, options)
 
@@ -306,7 +306,7 @@ COMPARE_COLORS = ("cyan", "orange", "green", "magenta", "yellow", "red", "blue",
 class CompareLossPlot(MetricPlot):
     """The loss of several runs, one colour each, labelled with the run's id."""
 
-    def show(self, curves: dict[str, Points], *, log_scale: bool, title: str) -> None:
+    def show(self, curves: Mapping[str, Points], *, log_scale: bool, title: str) -> None:
         if log_scale:
             curves = {label: _positive(points) for label, points in curves.items()}
         self._show({"log_scale": log_scale, "title": title}, **curves)

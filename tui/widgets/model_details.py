@@ -88,7 +88,7 @@ class ModelQuery:
 class ModelDetails(WorkerFailures, Static):
     """Shape rows and swift's model_type/template, for the model of `query`."""
 
-    query: var[ModelQuery | None] = var(None, init=False)
+    query: var[ModelQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
     """The model to describe (bound to the screen's)."""
     info: var[ModelInfo | None] = var(None, init=False)
     """The model described; None while being read."""
@@ -134,7 +134,7 @@ class ModelDetails(WorkerFailures, Static):
         inference = infer_swift_types(info, registry, model_type=query.model_type, template=query.template)
         self.post_message(self.Described(query, info, inference, registry))
         if registry is None and inference.needs_choice and info.origin != "builtin":
-            self.call_from_thread(self._read_swift_registry, query, info)
+            self.app.call_from_thread(self._read_swift_registry, query, info)
         if not (info.shape and info.shape.trusted) and info.path and (info.path / "config.json").is_file():
             # transformers' exact count (#13): one child process the first time, in this worker
             worker = get_current_worker()

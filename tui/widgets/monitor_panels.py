@@ -176,8 +176,8 @@ class MetricPanels(Grid):
         parts = []
         if lr.last:
             parts.append(f"lr {number(lr.last[1], 3)}")
-        if grad.last:
-            parts.append(f"grad norm {number(grad.last[1])} (max {number(grad.maximum()[1])})")
+        if grad.last and (peak := grad.maximum()):
+            parts.append(f"grad norm {number(grad.last[1])} (max {number(peak[1])})")
         if store.grad_norm_lost_at is not None:
             parts.append(f"NaN/inf since step {store.grad_norm_lost_at:g}")
         show_text(self.query_one("#lr-summary", Static), " · ".join(parts))

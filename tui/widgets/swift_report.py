@@ -74,7 +74,7 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     SETTLE_S = 0.6  # an edited query is asked once it has stayed the same this long
 
-    query: var[SwiftDataQuery | None] = var(None, init=False)
+    query: var[SwiftDataQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
     report: var[dict[str, Any] | None] = var(None, init=False)
     row: var[int] = var(1, init=False)
 
