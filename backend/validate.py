@@ -432,7 +432,7 @@ def _env_section(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Pro
         if key in RESERVED_ENV or key.startswith("WORKBENCH_"):
             owner = RESERVED_ENV.get(key, "the workbench")
             yield Problem(f"env.{key}", "error", f"{key} is set by {owner}; a second value would fight it.",
-                          f"Remove it from [env]" + (f" and set {owner}." if "." in owner else "."))
+                          "Remove it from [env]" + (f" and set {owner}." if "." in owner else "."))
         elif is_secret_name(key) and not os.environ.get(key):
             yield Problem(f"env.{key}", "warning", f"{key} is a secret read from your environment at launch, "
                           "and it is not set there now.", f"export {key}=... in the shell that launches.")

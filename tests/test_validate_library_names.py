@@ -4,7 +4,6 @@ for both, so a typo (or a smuggled flag) used to pass validate and fail, or be i
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
