@@ -114,23 +114,30 @@ def index_problems() -> list[str]:
 
 def known_folders() -> list[Path]:
     """Every run folder the user has: indexed ones and those in the workspace."""
-    seen: dict[str, Path] = {}
+    return [run.path for run in known_runs()]
+
+
+def known_runs() -> list[RunFolder]:
+    """`known_folders` as RunFolders, each path resolved once (the runs list asks every 2 s, and each
+    resolve costs a system call per part of the path)."""
+    seen: dict[Path, RunFolder] = {}
     for folder in _indexed()[0]:
-        seen.setdefault(str(folder), folder)
+        _add_run(seen, folder)
     workspace = workspace_dir()
     try:
         for count, child in enumerate(workspace.iterdir() if workspace.is_dir() else ()):
             if count >= MAX_WORKSPACE_ENTRIES:
                 break
-            if RunFolder(child).exists():
-                seen.setdefault(str(child.resolve()), child.resolve())
+            _add_run(seen, child)
     except OSError:
         pass
-    found = []
-    for path in seen.values():
-        try:
-            if RunFolder(path).exists():
-                found.append(RunFolder(path).path)
-        except (OSError, ValueError):
-            continue
-    return list({str(p): p for p in found}.values())
+    return list(seen.values())
+
+
+def _add_run(seen: dict[Path, RunFolder], folder: Path) -> None:
+    try:
+        run = RunFolder(folder)
+        if run.path not in seen and run.exists():
+            seen[run.path] = run
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop
+        pass

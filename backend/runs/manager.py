@@ -355,7 +355,7 @@ def _is_dir(path: Path) -> bool:
 
 def list_runs() -> list[RunFolder]:
     """Every run, active ones first, then newest first. A damaged one is listed, never fatal."""
-    runs = [RunFolder(path) for path in index.known_folders()]
+    runs = index.known_runs()
     states = {run.path: refresh(run) for run in runs}
     return sorted(runs, key=lambda r: (not states[r.path].is_active, -states[r.path].created_at))
 

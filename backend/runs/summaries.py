@@ -25,7 +25,7 @@ from pathlib import Path
 from backend.runs import index
 from backend.runs.layout import RunFolder, workspace_dir
 from backend.runs.manager import RunSummary, summarize
-from backend.runs.process import marked_folders, run_marker
+from backend.runs.process import marked_folders
 from backend.tail import FileMark, mark
 
 
@@ -76,7 +76,7 @@ class _Scan:
     def has_processes(self, run: RunFolder) -> bool:
         if self.found is None:
             self.found = marked_folders()
-        return bool(self.found) and run_marker(run.path).value in self.found  # mostly none: no marker to make
+        return bool(self.found) and str(run.path) in self.found  # run.path is resolved: its marker's value
 
 
 class SummaryCache:
@@ -112,7 +112,7 @@ class SummaryCache:
         marks = _listing_marks()
         if self._listing is None or not self._listing.holds(marks):
             now = time.time()
-            self._listing = _Listing(marks, now, [RunFolder(path) for path in index.known_folders()])
+            self._listing = _Listing(marks, now, index.known_runs())
         return self._listing.runs
 
 
