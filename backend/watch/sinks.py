@@ -12,6 +12,7 @@ when the alert is sent, and `webhook_token_env` names the variable holding a bea
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import queue
@@ -57,6 +58,17 @@ def _expand(template: str) -> str:
         return os.environ[name]
 
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, template)
+
+
+def _hide_values(text: str, template: str) -> str:
+    """`text` with every value that `${NAME}` of the template stands for written back as `${NAME}`: an
+    error message never carries the secret a URL was built from (deliveries.jsonl is a plain file)."""
+    for match in re.finditer(r"\$\{(\w+)\}|\$(\w+)", template):
+        name = match.group(1) or match.group(2)
+        value = os.environ.get(name, "")
+        for written in {value, repr(value)[1:-1]} if value else ():  # as it is and as a repr quotes it
+            text = text.replace(written, "${" + name + "}")
+    return text
 
 
 def _title(alert: Alert) -> str:
@@ -106,6 +118,16 @@ class WebhookSink(Sink):
         return urllib.request.Request(url, data=body, headers=headers, method="POST")
 
     def send(self, alert: Alert) -> None:
+        try:
+            self._post(alert)
+        except PermanentFailure as err:
+            raise PermanentFailure(_hide_values(str(err), self.url_template)) from None
+        except (ValueError, http.client.InvalidURL):  # their messages quote the URL with its secrets
+            raise PermanentFailure(f"{self.url_template} is not a valid URL once its values are filled in") from None
+        except Exception as err:  # an invalid URL's message (ValueError, InvalidURL) quotes the expanded URL
+            raise RuntimeError(_hide_values(str(err) or type(err).__name__, self.url_template)) from None
+
+    def _post(self, alert: Alert) -> None:
         try:
             with _WEBHOOK_OPENER.open(self.request(alert), timeout=self.timeout) as response:
                 response.read(1024)
@@ -222,7 +244,8 @@ class DeliveryLog:
                            "attempts": attempts, "error": error, "time": time.time()}) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # errors may name hosts
+            with open(fd, "a", encoding="utf-8") as handle:
                 handle.write(line)
 
 
