@@ -258,6 +258,7 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
     """Errors: a dataset swift cannot read or keeps no row of. Warnings: rows dropped, more than 5 %
     of rows over max_length, rows that train no token."""
     problems = []
+    encoded = zero = 0
     for data in report.get("datasets", []):
         ref = data.get("ref")
         if data.get("kind") == "missing":
@@ -281,6 +282,7 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
             problems.append((name, "warning", f"swift drops {data['dropped']} of {data.get('rows_in_file')} rows of "
                              f"{ref!r} ({lines}).", "Fix or remove those rows; `workbench data inspect` says why."))
         rows = data.get("encoded") or data.get("rows") or 0
+        encoded, zero = encoded + rows, zero + data.get("zero_trained_rows", 0)
         over = data.get("truncated_rows", 0)
         if rows and over / rows > TRUNCATED_WARNING_SHARE:
             verb = "deletes" if data.get("truncation_strategy") == "delete" else "truncates"
@@ -292,6 +294,10 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
             problems.append((name, "warning", f"{data['zero_trained_rows']} rows of {ref!r} train no token at all "
                              f"(rows {_rows(data.get('zero_trained_row_numbers', []))}).",
                              "Check the template, loss_scale and max_length: `workbench data show PROFILE --row N`."))
+    if encoded and zero >= encoded:
+        problems.append((name, "error", f"no row swift encoded trains a single token ({zero} of {encoded}): the run "
+                         "would learn nothing (loss 0.0 from the first step).",
+                         "Check the template, loss_scale and max_length: `workbench data show PROFILE --row N`."))
     return problems
 
 
