@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,11 @@ from typing import Any
 import msgspec
 
 from backend.command import LaunchPlan, build_launch
+from backend.data_files import hostile_dataset
 from backend.events import EventReader, Log, RunEnd
 from backend.hardware import HardwareInfo, detect_hardware
 from backend.paths import is_builtin
-from backend.refs import resolve_model
+from backend.refs import local_path, resolve_model
 from backend.fs import write_text_atomic
 from backend.profile import LaunchProfile, save_profile
 from backend.runs import index
@@ -71,6 +72,20 @@ class RunRefused(ValueError):
 # ---------------------------------------------------------------- start
 
 
+def _hostile_datasets(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+    """A local dataset with a line too long or a row nested too deep refuses the launch before anything
+    starts (swift's reader would take gigabytes or die by SIGSEGV): validate's check, which reads the data
+    only when swift is asked too."""
+    for key in ("train", "val"):
+        for ref in getattr(profile.data, key):
+            path_part = ref.partition("#")[0]
+            if is_builtin(ref) or not path_part:
+                continue
+            problem = hostile_dataset([str(local_path(path_part, base_dir).absolute())])
+            if problem:
+                yield Problem(f"data.{key}", "error", f"{problem}.", "Split or flatten that row, or leave it out.")
+
+
 def start_run(
     profile: LaunchProfile,
     *,
@@ -80,7 +95,7 @@ def start_run(
 ) -> RunFolder:
     """Validate, write the run folder, start the supervisor detached. Returns at once."""
     hardware = hardware or detect_hardware()
-    blocking = errors(validate(profile, hardware, base_dir=base_dir))
+    blocking = errors(validate(profile, hardware, base_dir=base_dir)) or list(_hostile_datasets(profile, base_dir))
     if blocking:
         raise LaunchRefused(blocking)
     if is_builtin(profile.model.source):
