@@ -411,6 +411,7 @@ class _State:
         self.refused: list[str] = []
         self.quant: dict[str, Any] = {}
         self.tuner_type = "lora"
+        self.joined_lists: set[str] = set()  # 2.x's custom_*_dataset_path was read beside --dataset, not instead
 
     # ------------------------------------------------------------ launcher and environment
 
@@ -560,12 +561,16 @@ class _State:
         new = RENAMED.get(name)
         if new and name not in self.fields and new in self.fields:
             self.notes.append(f"--{name} renamed to --{new} (ms-swift 4.x)")
+            if name.startswith("custom_"):
+                self.joined_lists.add(new)
             name = new
         if name == "use_flash_attn" and name not in self.fields and "attn_impl" in self.fields:
-            self.notes.append("--use_flash_attn renamed to --attn_impl flash_attn (ms-swift 3.x+)")
             if values and values[0].lower() in ("true", "1"):
+                self.notes.append("--use_flash_attn renamed to --attn_impl flash_attn (ms-swift 3.x+)")
                 values[:] = ["flash_attn"]
                 return "attn_impl"
+            self.notes.append(f"--use_flash_attn {' '.join(values)} dropped: without it ms-swift 4.x picks its default "
+                              "attention (--attn_impl unset)")
             values[:] = []
             return "__dropped__"
         for i, value in enumerate(values):
@@ -616,6 +621,8 @@ class _State:
             value = self._absolute(values[0], name)
         if name in ("dataset", "val_dataset"):
             value = [self._absolute(v, name) for v in values]
+            if name in self.joined_lists and leaf in target:
+                value = [*target[leaf], *(v for v in value if v not in target[leaf])]
         if "." in leaf:
             self.refused.append(f"--{name}: no profile key carries it as a swift flag ({key})")
             return

@@ -58,3 +58,26 @@ def test_an_old_flag_is_migrated_with_a_note(old: str, note: str, passed: str, t
     old_words = old.split()
     assert old_words[0] not in words or old_words[0] == "--deepspeed"  # the old name is gone...
     assert "default-zero2" not in words  # ...and so is the old preset name
+
+
+def test_use_flash_attn_false_is_said_dropped_not_renamed(tmp_path: Path) -> None:
+    profile = tmp_path / "imported.toml"
+    imported = h.cli("import", "swift sft --model m --dataset d.jsonl --use_flash_attn false", "-o", str(profile))
+    h.assert_clean_exit(imported, (0,))
+    assert "renamed to --attn_impl" not in imported.output
+    assert ("note: --use_flash_attn false dropped: without it ms-swift 4.x picks its default attention "
+            "(--attn_impl unset)") in " ".join(imported.output.split())
+    assert "--attn_impl" not in " ".join(_swift_words(h.cli("show", str(profile)).output))
+
+
+@pytest.mark.parametrize("order", ["dataset first", "custom path first"])
+def test_custom_train_dataset_path_joins_dataset_as_swift_2_read_both(order: str, tmp_path: Path) -> None:
+    flags = ["--dataset d.jsonl", "--custom_train_dataset_path e.jsonl"]
+    if order == "custom path first":
+        flags.reverse()
+    profile = tmp_path / "imported.toml"
+    imported = h.cli("import", " ".join(["swift sft --model m", *flags]), "-o", str(profile))
+    h.assert_clean_exit(imported, (0,))
+    words = _swift_words(h.cli("show", str(profile)).output)
+    at = words.index("--dataset")
+    assert sorted(words[at + 1:at + 3]) == ["d.jsonl", "e.jsonl"], words
