@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -32,7 +32,7 @@ from backend.runs.manager import (
 from backend.runs.summaries import SummaryCache
 from backend.safe_text import visible
 from backend.tail import Tail, last_lines
-
+from backend.units import duration
 
 
 def run(
@@ -123,8 +123,7 @@ def _print_ending(folder: RunFolder) -> None:
 def _age(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    return duration(seconds)
 
 
 def runs() -> None:

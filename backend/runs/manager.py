@@ -26,11 +26,11 @@ import msgspec
 from backend.command import LaunchPlan, build_launch
 from backend.data_files import hostile_dataset
 from backend.events import EventReader, Log, RunEnd
+from backend.fs import write_text_atomic
 from backend.hardware import HardwareInfo, detect_hardware
 from backend.paths import is_builtin
-from backend.refs import local_path, resolve_model
-from backend.fs import write_text_atomic
 from backend.profile import LaunchProfile, save_profile
+from backend.refs import local_path, resolve_model
 from backend.runs import index
 from backend.runs.layout import (
     RESUMABLE_STATUSES,
@@ -47,6 +47,7 @@ from backend.runs.outputs import claim_output_dir, output_dir_problem, release_o
 from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
 from backend.runs.reconcile import reconcile
 from backend.runs.verdict import judge_lost
+from backend.units import size
 from backend.validate import Problem, errors, validate
 
 MIN_REF_CHARS = 4  # a shorter part of an id matches too much to act on
@@ -165,8 +166,8 @@ def launch_problems(run: RunFolder, plan: LaunchPlan) -> list[Problem]:
     free = _free_bytes(plan.output_dir)
     if free is not None and need is not None and free < need:
         problems.append(Problem("output.output_dir", "error",
-                                f"{_size(free)} free on the disk of {plan.output_dir}; the first checkpoint needs "
-                                f"about {_size(need)}.", "Free space there or choose another output_dir."))
+                                f"{size(free)} free on the disk of {plan.output_dir}; the first checkpoint needs "
+                                f"about {size(need)}.", "Free space there or choose another output_dir."))
     return problems
 
 
@@ -193,13 +194,6 @@ def _free_bytes(path: Path) -> int | None:
             except OSError:
                 return None
     return None
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n / 1024:.1f} KiB"
 
 
 def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None = None) -> None:

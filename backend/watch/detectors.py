@@ -32,10 +32,6 @@ def _rank0_log(event: Event) -> Log | None:
     return event if isinstance(event, Log) and event.rank == 0 and event.step is not None else None
 
 
-def _gib(n: float) -> str:
-    return size(n)  # the one size formatter: a small checkpoint is "3.4 MiB", never "0.0 GiB"
-
-
 class NonfiniteDetector:
     """The loss NaN/inf on any rank; the grad norm too when no fp16 loss scaler is there to skip
     such steps (with a scaler a non-finite grad norm is just an overflowed, skipped step).
@@ -312,8 +308,8 @@ class GpuMemoryDetector:
             if not used or not total:
                 continue
             if self._latch.check(str(index), used / total > self.fraction):
-                found.append(Finding(self.kind, f"GPU {index} memory at {used / total:.0%} ({_gib(used)} of "
-                                                f"{_gib(total)}); next: out of memory", step,
+                found.append(Finding(self.kind, f"GPU {index} memory at {used / total:.0%} ({size(used)} of "
+                                                f"{size(total)}); next: out of memory", step,
                                      {"gpu": index, "used_bytes": used, "total_bytes": total,
                                       "fraction": self.fraction}))
         return found
@@ -329,7 +325,7 @@ class HostMemoryDetector:
     def on_sample(self, available: int, total: int, step: int | None) -> list[Finding]:
         if not total or not self._latch.check("host", available / total < self.min_fraction):
             return []
-        return [Finding(self.kind, f"host RAM low: {_gib(available)} available of {_gib(total)} "
+        return [Finding(self.kind, f"host RAM low: {size(available)} available of {size(total)} "
                                    f"({available / total:.0%}); the kernel's OOM killer is next", step,
                         {"available_bytes": available, "total_bytes": total, "min_fraction": self.min_fraction})]
 
@@ -347,8 +343,8 @@ class DiskDetector:
             return []
         if not self._latch.check("disk", free < self.margin * next_checkpoint):
             return []
-        return [Finding(self.kind, f"disk low on {folder}: {_gib(free)} free, the next checkpoint needs about "
-                                   f"{_gib(next_checkpoint)}", step,
+        return [Finding(self.kind, f"disk low on {folder}: {size(free)} free, the next checkpoint needs about "
+                                   f"{size(next_checkpoint)}", step,
                         {"free_bytes": free, "next_checkpoint_bytes": next_checkpoint, "margin": self.margin,
                          "folder": folder, "forecast_from": basis})]
 

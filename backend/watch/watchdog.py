@@ -28,6 +28,7 @@ from backend.runs.diagnose import diagnose_log
 from backend.runs.layout import RunFolder
 from backend.runs.process import run_processes, signal_processes, terminate_run
 from backend.safe_text import visible
+from backend.units import duration
 from backend.watch import probes
 from backend.watch.alerts import Alert, append_alert, final_kind
 from backend.watch.config import WatchSection
@@ -241,7 +242,7 @@ class Watchdog:
                                     "failure_reason": state.failure_reason,
                                     "last_checkpoint": str(checkpoints[-1]) if checkpoints else None}
         if status == "finished":
-            took = f" in {_duration(state.ended_at - state.started_at)}" if state.ended_at and state.started_at else ""
+            took = f" in {duration(state.ended_at - state.started_at)}" if state.ended_at and state.started_at else ""
             return Finding("finished", f"finished at step {step}{took}", step, evidence)
         if status == "stopped":
             why = (f"stopped by the watchdog after the {self.stopped_by.kind} alert"
@@ -341,8 +342,3 @@ def _pid() -> int:
     return os.getpid()
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s"
