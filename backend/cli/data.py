@@ -13,12 +13,12 @@ from typing import Annotated, Any
 import typer
 
 from backend.cli.common import console, err_console, fail, load_or_exit, resolve_profile_path
-from backend.paths import is_builtin
+from backend.paths import BUILTIN_SWIFT_TYPES, is_builtin
 
 data_app = typer.Typer(help="Inspect datasets with ms-swift's own loader and template.", no_args_is_help=True)
 
 DEFAULT_MODEL = "builtin:tiny-qwen2"
-BUILTIN_TYPES = {"builtin:tiny-qwen2": ("qwen2", "qwen"), "builtin:small-qwen2": ("qwen2", "qwen")}
+BUILTIN_TYPES = {"builtin:tiny-qwen2": BUILTIN_SWIFT_TYPES, "builtin:small-qwen2": BUILTIN_SWIFT_TYPES}
 
 Target = Annotated[str, typer.Argument(help="A profile (file or shipped name), or a dataset file / folder / "
                                             "builtin: / hub id (then read with --model and --template).")]

@@ -29,8 +29,7 @@ from backend.estimate import (
     estimate,
     render_table,
 )
-
-GIB = 2**30
+from backend.units import GIB
 
 
 class Tuner(str, Enum):

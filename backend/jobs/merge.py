@@ -26,11 +26,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
-from backend.jobs.targets import MODEL_RECORD, TargetError, is_adapter_checkpoint, pick_checkpoint, \
-    read_checkpoint_args
 from backend.fs import write_text_atomic
+from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
+from backend.jobs.targets import MODEL_RECORD, TargetError, is_adapter_checkpoint, pick_checkpoint, read_checkpoint_args
 from backend.runs.layout import RunFolder
+from backend.units import MIB
 
 MERGED_DIR_NAME = "merged"
 # swift export's log lines, in order: what the merge is doing now
@@ -153,7 +153,7 @@ def _notes(checkpoint: Path, target: Path, args: dict[str, Any], replace: bool) 
     base = args.get("model") or "?"
     size = _folder_size(Path(base)) if Path(base).is_dir() else None
     dtype = args.get("torch_dtype") or "the base model's dtype"
-    about = f", about {size / 2**20:.1f} MiB" if size else ""
+    about = f", about {size / MIB:.1f} MiB" if size else ""
     notes = [f"writes a complete model to {target}: the base {base} with the LoRA of {checkpoint.name} "
              f"merged in, in {dtype}{about}"]
     quant = _quantization(args)

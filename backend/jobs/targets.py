@@ -15,14 +15,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from backend.paths import is_builtin
-from backend.refs import resolve_model
+from backend.paths import BUILTIN_SWIFT_TYPES, is_builtin
+from backend.refs import is_hub_id, resolve_model
 from backend.runs.layout import RunFolder
 
 MODEL_RECORD = "workbench_model.json"
 # every built-in model is a Qwen2 with a ChatML template; swift cannot infer that from the folder
-BUILTIN_MODEL_TYPE = ("qwen2", "qwen")
-HUB_ID = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class TargetError(ValueError):
@@ -124,7 +122,7 @@ def resolve_target(ref: str, *, checkpoint: int | None = None, merged: bool = Fa
             path = Path(resolve_model(ref, build=True))
         except KeyError as err:
             raise TargetError(str(err.args[0])) from None
-        default_type, default_template = BUILTIN_MODEL_TYPE
+        default_type, default_template = BUILTIN_SWIFT_TYPES
         return replace(from_model_dir(path, model_type or default_type, template or default_template), label=ref)
     path = Path(ref).expanduser()
     if path.is_dir():
@@ -134,7 +132,7 @@ def resolve_target(ref: str, *, checkpoint: int | None = None, merged: bool = Fa
             return from_model_dir(path, model_type, template)
         raise TargetError(f"{path} is not a model folder (no config.json), a checkpoint (no "
                           "adapter_config.json) or a run folder (no state.json)")
-    if HUB_ID.match(ref) and not path.exists():
+    if is_hub_id(ref) and not path.exists():
         return ModelTarget(model=ref, model_type=model_type, template=template, label=ref)
     raise TargetError(f"{ref!r} is not a run (`workbench runs` lists them), a model folder, a checkpoint "
                       "folder, builtin:tiny-qwen2 or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")

@@ -10,8 +10,8 @@ from backend.estimate.measured import compare, compare_phases, keep_phase
 from backend.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
 from backend.runs.layout import RunFolder
 from backend.tail import READ_BYTES
+from backend.units import GIB, MIB
 
-GIB = 2**30
 LABELS = {
     "cuda_max_allocated_bytes": "GPU peak allocated (torch)",
     "cuda_max_reserved_bytes": "GPU peak reserved (torch)",
@@ -86,8 +86,8 @@ def memory_comparison(run: RunFolder) -> dict[str, Any]:
         training = sum(forecast["breakdown"].get(term, 0) for term in TRAINING_TERMS)
         rows["host_rss_growth_bytes"] = {"forecast_bytes": training, "measured_bytes": growth,
                                          "error_percent": 100 * (training - growth) / growth if growth else None}
-        lines.append(f"CPU run, RSS growth during training: forecast {training / 2**20:.1f} MiB (gradients, optimizer, "
-                     f"activations, logits), measured {growth / 2**20:.1f} MiB. RSS also holds the Python/torch/swift "
+        lines.append(f"CPU run, RSS growth during training: forecast {training / MIB:.1f} MiB (gradients, optimizer, "
+                     f"activations, logits), measured {growth / MIB:.1f} MiB. RSS also holds the Python/torch/swift "
                      "runtime and allocator caching, and CPU activations are freed eagerly, so this compares "
                      "orders of magnitude, not the GPU forecast.")
     phase_rows = compare_phases(forecast, measured["phases"])
