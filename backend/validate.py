@@ -60,6 +60,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems += list(_paths_exist(profile, base_dir))
     problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
     problems += list(_host_memory(profile, hardware, base_dir))
+    problems += list(_experts_untouched(profile, base_dir))
     problems += list(_names_libraries_know(profile, base_dir, ask=ask_data))
     hostile = list(_dataset_files(profile, base_dir, read=ask_data))
     problems += hostile
@@ -327,6 +328,36 @@ def _host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path 
                       f"process(es)); it has {has} GiB.",
                       "Use fewer processes per machine, a smaller model or batch, or a machine with more RAM "
                       "(`workbench estimate` shows the terms).")
+
+
+def _experts_untouched(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+    """`all-linear` on a mixture-of-experts model whose experts transformers fuses into 3-D tensors (Mixtral,
+    Qwen-MoE, DeepSeek): swift's find_all_linears sees no nn.Linear in them, so only attention is trained.
+    Said from the model-shape oracle's cached answer only (no child process here)."""
+    from backend.estimate.exact import cached_answer, shape_from
+    from backend.estimate.from_profile import config_dir_for
+    from backend.estimate.shape import EXACT, ConfigError, read_config
+
+    t = profile.tuner
+    if t.type == "full" or "all-linear" not in t.target_modules or "target_parameters" in profile.extra_swift_args:
+        return
+    try:
+        config, file = read_config(config_dir_for(profile.model.source, base_dir))
+        answer = cached_answer(config)
+        shape = shape_from(config, answer, str(file))
+    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+        return
+    fused = sorted({e["path"] for k in (answer or {}).get("layer_kinds") or [] for e in k.get("experts") or []})
+    if shape.source != EXACT or not shape.is_moe or not fused:
+        return
+    trained = sorted({lin.name for lin in shape.targeted(("all-linear",))})
+    lora = shape.lora_params(t.lora_rank, ("all-linear",))
+    yield Problem("tuner.target_modules", "warning",
+                  f"all-linear on {shape.architecture} trains {', '.join(trained)} only: {lora:,} LoRA parameters "
+                  f"at rank {t.lora_rank}; its experts ({shape.routed_expert_params:,} of {shape.total_params:,} "
+                  f"parameters) are fused 3-D tensors, not linear modules, and stay untouched.",
+                  "To train the experts too, name their tensors in [extra_swift_args]: target_parameters = "
+                  "[" + ", ".join(f'"{path}"' for path in fused) + "] (swift's --target_parameters).")
 
 
 @rule
