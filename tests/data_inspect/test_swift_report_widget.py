@@ -11,6 +11,7 @@ from textual.app import App, ComposeResult
 from backend.oracle.swift_data import DataRequest, ask_row
 from backend.profile import load_profile
 from tests.tui.conftest import oracle_children, shown, shown_bold
+from tui.screens.launch_support import launch_summary
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.trained_tokens import TrainedTokenView
 
@@ -44,6 +45,10 @@ async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile
         assert text.startswith("swift's own report ./messages.jsonl swift keeps 3 of 3 rows"), text
         assert "./malformed.jsonl swift keeps 1 of 3 rows; drops 2 ✗ line 2: AssertionError" in text
         assert "steps per epoch: 2 (8 rows, batch 2 × accumulation 2 × 1 processes)" in text
+        # the launch confirmation (F5) says the same, from this report (README: "The launch confirmation
+        # gives the steps per epoch and the truncation")
+        dialog = launch_summary(load_profile(data_profile), [])
+        assert "\ndata      2 steps per epoch (8 rows) · no row over max_length · " in dialog, dialog
         view = app.query_one(TrainedTokenView)
         assert "row 1 of ./messages.jsonl, line 1" in shown(view)
         assert "Blue on a clear day.<|im_end|>↵" in shown_bold(view)  # the trained part, drawn as trained
