@@ -23,11 +23,15 @@ def size(n: float | None) -> str:
     return f"{n:.1f} GiB"
 
 
-def duration(seconds: float | None) -> str:
-    """A duration of minutes to hours: `3m05s`, `1h02m`; None: `-`."""
+def duration(seconds: float | None, short: bool = False) -> str:
+    """A duration: `3m05s`, `1h02m`, `2d03h`; None: `-`. `short` (the status line) writes `45s`, not `0m45s`."""
     if seconds is None:
         return "-"
     seconds = int(max(0, seconds))
+    if seconds >= 86_400:
+        return f"{seconds // 86_400}d{seconds % 86_400 // 3600:02d}h"
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if short and seconds < 60:
+        return f"{seconds}s"
     return f"{seconds // 60}m{seconds % 60:02d}s"

@@ -17,6 +17,7 @@ def test_sizes_and_durations() -> None:
     assert [size(None), size(512), size(3.5 * MIB), size(12 * GIB), size(5 * 1024 * GIB)] == [
         "n/a", "512 B", "3.5 MiB", "12.0 GiB", "5120.0 GiB"]
     assert [duration(None), duration(-3), duration(185), duration(3725)] == ["-", "0m00s", "3m05s", "1h02m"]
+    assert [duration(45, short=True), duration(45), duration(2 * 86_400 + 3 * 3600 + 59)] == ["45s", "0m45s", "2d03h"]
     assert [gib(None), gib(12.34 * GIB), gib(1536 * GIB, 0), gib(0.5 * GIB, 2)] == ["N/A", "12.3", "1,536", "0.50"]
     assert tui_units.size is size and tui_units.duration is duration  # the monitor's figures: the same formatter
 

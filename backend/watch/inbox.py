@@ -22,6 +22,7 @@ from backend.fs import write_text_atomic
 from backend.paths import data_dir
 from backend.safe_text import visible
 from backend.tail import Tail
+from backend.units import duration
 
 if TYPE_CHECKING:
     from backend.events import Log
@@ -204,15 +205,6 @@ def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tu
 # ---------------------------------------------------------------- the status line
 
 
-def _short_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 86_400:
-        return f"{seconds // 86_400}d{seconds % 86_400 // 3600}h"
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
 def _supervisor_gone(folder: Path, state: dict[str, Any]) -> bool:
     """True only when its supervisor is proven gone (pid + start time + marker, or an earlier boot of
     this host: backend.runs.process, imported only when a run says it is active)."""
@@ -252,7 +244,7 @@ def run_part(folder: Path, state: dict[str, Any]) -> str:
         part += f" loss {event.loss:.3g}"
     speed = event.steps_per_second
     if total and speed and step is not None and total > step:
-        part += f" eta {_short_duration((total - step) / speed)}"
+        part += f" eta {duration((total - step) / speed, short=True)}"
     return part
 
 
