@@ -11,6 +11,7 @@ measurements see different slices of memory, so each is compared with the matchi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from backend.events import MemoryPhase
@@ -70,7 +71,7 @@ def phase_forecasts(forecast: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def compare_phases(forecast: dict[str, Any], measured: dict[str, dict[str, int | None]]) -> list[dict[str, Any]]:
+def compare_phases(forecast: dict[str, Any], measured: Mapping[str, Mapping[str, int | None]]) -> list[dict[str, Any]]:
     """One row per (phase, measurement) measured and forecast, in the timeline's order, with the error."""
     expected = phase_forecasts(forecast)
     rows = []
