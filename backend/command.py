@@ -20,8 +20,8 @@ import yaml
 
 from backend.hardware import HardwareInfo, visible_devices_env
 from backend.paths import PACKAGE_DIR
-from backend.refs import resolve_dataset, resolve_model
 from backend.profile import LaunchProfile
+from backend.refs import resolve_dataset, resolve_model
 
 if TYPE_CHECKING:
     from backend.swift_schema import SwiftSchema

@@ -11,13 +11,35 @@ One name to import from; the rooms behind it:
 from __future__ import annotations
 
 from backend.profile_model import (
-    ComputeDtype, DataSection, DebugSection, DeepSpeedSection, DistributionSection, Dtype, FsdpSection, LaunchProfile,
-    ModelSection, OutputSection, PrecisionSection, ScalarArg, ShardingStrategy, TrainingSection, TunerSection,
+    ComputeDtype,
+    DataSection,
+    DebugSection,
+    DeepSpeedSection,
+    DistributionSection,
+    Dtype,
+    FsdpSection,
+    LaunchProfile,
+    ModelSection,
+    OutputSection,
+    PrecisionSection,
+    ScalarArg,
+    ShardingStrategy,
+    TrainingSection,
+    TunerSection,
 )
 from backend.profile_schema import field_help, schema_rows
 from backend.profile_toml import (
-    ALWAYS_WRITTEN, MAX_PROFILE_BYTES, NESTED_TOO_DEEP, ProfileError, ProfileProblem, find_key_line, load_profile,
-    parse_profile, profile_text_over, profile_to_toml, save_profile,
+    ALWAYS_WRITTEN,
+    MAX_PROFILE_BYTES,
+    NESTED_TOO_DEEP,
+    ProfileError,
+    ProfileProblem,
+    find_key_line,
+    load_profile,
+    parse_profile,
+    profile_text_over,
+    profile_to_toml,
+    save_profile,
 )
 from backend.profile_watch import NotifySection, WatchSection
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from backend.profile_model import LaunchProfile
 
+
 def schema_rows(model: type[BaseModel] = LaunchProfile, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(dotted key, type, default, help) for every leaf key of the profile."""
     rows = []

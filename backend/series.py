@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
-
 import msgspec
+import numpy as np
 
 from backend.events import (
     SCHEMA_VERSION,

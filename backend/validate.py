@@ -16,8 +16,8 @@ from typing import Literal
 
 from backend.hardware import HardwareInfo
 from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, looks_local
-from backend.refs import RUN_PREFIX, local_path, resolve_model_ref
 from backend.profile import LaunchProfile
+from backend.refs import RUN_PREFIX, local_path, resolve_model_ref
 
 Severity = Literal["error", "warning"]
 

@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO))
 from backend.command import PLUGIN_CALLBACK_NAME, build_launch  # noqa: E402
 from backend.hardware import detect_hardware  # noqa: E402
 from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
-from backend.refs import resolve_model  # noqa: E402
 from backend.profile import load_profile, save_profile  # noqa: E402
+from backend.refs import resolve_model  # noqa: E402
 from backend.runs.manager import find_run, refresh  # noqa: E402
 
 

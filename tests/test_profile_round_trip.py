@@ -8,7 +8,6 @@ from pathlib import Path
 from backend.profile import load_profile, save_profile
 from tui.profile_document import ProfileDocument
 
-
 USERS_FILE = '''# My 7B run: keep the rank low, the box has one 24 GB card.
 name = "mine"  # shown in the runs list
 description = "first try"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.profile import LaunchProfile, load_profile
 from backend.paths import SHIPPED_PROFILES_DIR
+from backend.profile import LaunchProfile, load_profile
 from backend.validate import Problem, errors, validate
 from tests.fakes import CPU_BOX, TURING_BOX, gpu_box
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
-from textual.notifications import SeverityLevel
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from backend.hardware import HardwareInfo

@@ -7,7 +7,13 @@ from pathlib import Path
 
 from backend.fs import write_text_atomic
 from backend.shell_words import (  # noqa: F401 (re-exported for the exports)
-    ShellVar, Token, export_lines, join, quote, render_command, substitute,
+    ShellVar,
+    Token,
+    export_lines,
+    join,
+    quote,
+    render_command,
+    substitute,
 )
 
 

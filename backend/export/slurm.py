@@ -28,11 +28,11 @@ from pathlib import Path
 
 from backend.command import LaunchPlan, build_launch
 from backend.export.shell import ShellVar, export_lines, render_command, substitute, write_script
+from backend.fs import write_text_atomic
 from backend.hardware import GpuInfo, HardwareInfo
 from backend.paths import is_builtin
-from backend.refs import resolve_model
-from backend.fs import write_text_atomic
 from backend.profile import LaunchProfile
+from backend.refs import resolve_model
 from backend.runs import index
 from backend.runs.layout import RunFolder, new_run_id, workspace_dir
 from backend.runs.manager import LaunchRefused, write_run_files

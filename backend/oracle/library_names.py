@@ -12,8 +12,8 @@ Parent side: `known_names` (cached like every library answer: by the libraries' 
 from __future__ import annotations
 
 import ast
-import textwrap
 import inspect
+import textwrap
 from collections.abc import Callable
 from typing import Any
 

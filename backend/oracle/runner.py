@@ -14,8 +14,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.oracle.cache import (OracleCache, cache_key, code_digest, file_fingerprint, library_versions,
-                                  question_module)
+from backend.oracle.cache import (
+    OracleCache,
+    cache_key,
+    code_digest,
+    file_fingerprint,
+    library_versions,
+    question_module,
+)
 from backend.oracle.errors import OracleCancelled, OracleError
 from backend.oracle.service import Cancelled, Child, Progress, WarmChild
 

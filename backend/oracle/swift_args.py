@@ -18,8 +18,8 @@ import json
 import math
 import re
 import types
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 COMMANDS = {

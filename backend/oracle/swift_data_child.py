@@ -19,7 +19,16 @@ from typing import Any
 
 from backend.oracle.swift_data import HUB_NOTE, LISTED, VIEW_ROWS, DataRequest, Progress, steps_per_epoch
 from backend.oracle.swift_data_drops import Drops, observe_preprocessor, reason, root_reason
-from backend.oracle.swift_data_rows import bad_lines, kept_indices, length_stats, line_map, line_of, segments, short_reason
+from backend.oracle.swift_data_rows import (
+    bad_lines,
+    kept_indices,
+    length_stats,
+    line_map,
+    line_of,
+    segments,
+    short_reason,
+)
+
 
 def answer(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     request = DataRequest(**{k: v for k, v in payload.items() if k not in ("mode", "row", "dataset")})

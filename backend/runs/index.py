@@ -15,8 +15,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from backend.paths import data_dir
 from backend.fs import write_bytes_atomic
+from backend.paths import data_dir
 from backend.runs.layout import RunFolder, workspace_dir
 
 

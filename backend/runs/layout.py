@@ -27,8 +27,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from backend.events import EVENTS_FILE_NAME
-from backend.paths import data_dir
 from backend.fs import LockTimeout, file_lock, write_text_atomic
+from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile
 from backend.runs import process
 from backend.runs.process import current_boot_id, this_host

@@ -33,9 +33,21 @@ from pathlib import Path
 import psutil
 
 from backend.process_identity import (  # noqa: F401 (re-exported: the proof of identity lives below)
-    JOB_MARKER_ENV, RUN_MARKER_ENV, START_TIME_TOLERANCE_SECONDS, Marker, current_boot_id, elsewhere, job_marker,
-    keeper_gone, marked_folders, run_marker, run_processes, start_time_of, this_host,
+    JOB_MARKER_ENV,
+    RUN_MARKER_ENV,
+    START_TIME_TOLERANCE_SECONDS,
+    Marker,
+    current_boot_id,
+    elsewhere,
+    job_marker,
+    keeper_gone,
+    marked_folders,
+    run_marker,
+    run_processes,
+    start_time_of,
+    this_host,
 )
+
 
 def start_detached(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> tuple[int, float | None]:
     """Start `argv` in a new session writing to `log_path`; return its pid (= its pgid) and start time."""

@@ -14,7 +14,6 @@ from typing import Any
 import psutil
 
 from backend.events import RunBegin
-
 from backend.hardware import NvidiaGpus
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
-from backend.estimate.measured import compare, comparable_forecasts, error_percent
+from backend.estimate.measured import comparable_forecasts, compare, error_percent
 
 
 def test_slices_of_the_forecast(qwen7b: ModelShape) -> None:

@@ -20,7 +20,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
 from unittest import mock
 
 import typer.main

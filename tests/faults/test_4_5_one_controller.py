@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.layout import FolderBusy
 from backend.runs.continuation import continue_as_new_run
+from backend.runs.layout import FolderBusy
 from backend.runs.manager import RunRefused, delete_run, refresh, resume_run, stop_run
 from backend.runs.process import run_marker
 from tests.faults import helpers as h

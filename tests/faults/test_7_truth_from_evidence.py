@@ -11,11 +11,11 @@ import psutil
 import pytest
 
 from backend.events import read_all
+from backend.profile import load_profile
 from backend.runs.layout import RunFolder
 from backend.runs.manager import refresh, resume_run, start_run, stop_run
 from backend.runs.process import run_marker
 from backend.runs.verdict import judge_exit
-from backend.profile import load_profile
 from backend.watch.alerts import read_alerts
 from backend.watch.inbox import unseen
 from tests.faults import helpers as h

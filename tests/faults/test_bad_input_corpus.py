@@ -4,7 +4,6 @@ damaged one is always listed (one bad file never hides another run)."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.faults.corpus import run_corpus, tally

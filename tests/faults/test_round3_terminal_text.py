@@ -15,7 +15,8 @@ import pytest
 from textual.app import App, ComposeResult
 
 from backend.command import build_launch
-from backend.data_view import report_text as swift_report_text, row_text
+from backend.data_view import report_text as swift_report_text
+from backend.data_view import row_text
 from backend.export.shell import quote
 from backend.inspect_data import inspect_ref
 from backend.paths import SHIPPED_PROFILES_DIR

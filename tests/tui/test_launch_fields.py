@@ -6,7 +6,16 @@ import pytest
 
 from backend.profile import LaunchProfile, load_profile
 from tests.tui.conftest import QUICKSTART
-from tui.profile_fields import TABS, field_spec, format_value, get_value, is_visible, parse_text, section_paths, tab_paths
+from tui.profile_fields import (
+    TABS,
+    field_spec,
+    format_value,
+    get_value,
+    is_visible,
+    parse_text,
+    section_paths,
+    tab_paths,
+)
 
 
 def _all_paths() -> list[str]:

@@ -12,8 +12,8 @@ from backend.profile import load_profile
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import command_shown, details_tab, drawn_lines, settle, shown, squeezed
 from tui.app import WorkbenchApp
-from tui.screens.launch import LaunchScreen
 from tui.modals.dialogs import ConfirmScreen, PathPromptScreen
+from tui.screens.launch import LaunchScreen
 from tui.widgets.validation_panel import ValidationPanel
 
 

@@ -12,10 +12,10 @@ from backend.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import command_shown, oracle_children, settle, shown, shown_bold, until_shown
 from tui.app import WorkbenchApp
-from tui.widgets.dataset_details import DatasetSummary
 from tui.modals.dataset_picker import DatasetPickerScreen
-from tui.widgets.model_details import ModelDetails
 from tui.modals.model_picker import ModelPickerScreen
+from tui.widgets.dataset_details import DatasetSummary
+from tui.widgets.model_details import ModelDetails
 from tui.widgets.swift_report import SwiftDataReport
 from tui.widgets.trained_tokens import TrainedTokenView
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import io
 import itertools
+import json
 import math
 from pathlib import Path
 

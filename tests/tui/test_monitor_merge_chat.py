@@ -17,9 +17,9 @@ from backend.profile import load_profile
 from backend.runs.manager import refresh, start_run
 from tests.runs.helpers import wait_for as wait_until
 from tui.app import WorkbenchApp
+from tui.modals.dialogs import ConfirmModal
 from tui.screens.chat import ChatScreen
 from tui.screens.monitor import MonitorScreen
-from tui.modals.dialogs import ConfirmModal
 
 
 @pytest.mark.slow

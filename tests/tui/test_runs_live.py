@@ -13,11 +13,10 @@ from textual.widgets import DataTable
 from backend.events import read_all
 from backend.runs.manager import refresh, start_run, stop_run
 from backend.runs.process import run_processes
-
 from tui.app import WorkbenchApp
+from tui.modals.dialogs import ConfirmModal
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import RunsScreen
-from tui.modals.dialogs import ConfirmModal
 
 
 def shown_step(monitor: MonitorScreen) -> int | None:

@@ -11,10 +11,10 @@ from textual.widgets import DataTable
 from backend.events import read_all
 from backend.runs.layout import RunFolder
 from tui.app import WorkbenchApp
+from tui.modals.dialogs import ConfirmModal
 from tui.screens.compare import CompareScreen
 from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import KEEP_GOING, RunsScreen
-from tui.modals.dialogs import ConfirmModal
 from tui.widgets.metric_plots import CompareLossPlot
 
 NAMES = ("quickstart-short", "cpu-fp16-overflow", "broken-data")

@@ -8,17 +8,16 @@ reader drains the terminal again.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
-
-import fcntl
-import struct
-import termios
 
 from run_fixtures import FixedSystem, fixture_run, open_monitor, wait_for
 

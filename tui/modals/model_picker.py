@@ -21,9 +21,9 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from backend.models import ModelInfo, discover_models, exact_info
 from tui.widgets.model_details import ORIGIN_LABELS, model_details_text
 from tui.worker_failures import WorkerFailures, failure_text
-from backend.models import ModelInfo, discover_models, exact_info
 
 
 class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):

@@ -30,8 +30,8 @@ from backend.profile import LaunchProfile
 from backend.runs.layout import preview_dir
 from backend.validate import Problem, errors, validate
 from tui.messages import RunLaunched
-from tui.modals.dialogs import Choice, ConfirmScreen
 from tui.modals.dataset_picker import DatasetPickerScreen
+from tui.modals.dialogs import Choice, ConfirmScreen
 from tui.modals.model_picker import ModelPickerScreen
 from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS
@@ -39,12 +39,12 @@ from tui.safe import plain
 from tui.screens.launch_files import ProfileFiles
 from tui.screens.launch_support import NARROW_BELOW, hardware_line, launch_summary
 from tui.widgets.dataset_details import DataQuery, DatasetSummary
-from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.details_pane import DetailsPane
 from tui.widgets.memory_line import ForecastQuery, MemoryLine
 from tui.widgets.model_details import ModelDetails, ModelQuery
 from tui.widgets.quiet import QuietFooter, show_text
 from tui.widgets.settings_tabs import SettingsTabs
+from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.validation_panel import ValidationPanel
 from tui.worker_failures import WorkerFailures, failure_text
 

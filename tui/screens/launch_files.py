@@ -17,8 +17,9 @@ from tui.modals.dialogs import Choice, ConfirmScreen, PathPromptScreen, TextScre
 from tui.profile_document import ProfileDocument, SaveRefused, check_profile, profile_choices
 
 if TYPE_CHECKING:
-    from backend.command import LaunchPlan
     from textual.screen import Screen
+
+    from backend.command import LaunchPlan
 
     _Base = Screen
 else:

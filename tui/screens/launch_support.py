@@ -8,8 +8,8 @@ from pathlib import Path
 
 from backend.hardware import HardwareInfo
 from backend.models import SwiftInference, describe_source
-from backend.profile import LaunchProfile
 from backend.oracle.swift_data import summary_line as data_summary_line
+from backend.profile import LaunchProfile
 from backend.units import gib
 from backend.validate import Problem
 

@@ -25,8 +25,8 @@ from backend.runs.summaries import SummaryCache
 from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 from tui.safe import plain
-from tui.worker_failures import WorkerFailures, failure_text
 from tui.widgets.units import duration, number, step_of
+from tui.worker_failures import WorkerFailures, failure_text
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
            ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"))

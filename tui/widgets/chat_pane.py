@@ -26,7 +26,16 @@ from textual.widget import Widget
 from textual.widgets import Label, LoadingIndicator, Static
 
 from backend.jobs.chat import (
-    ChatClient, ChatEvent, ChatWorkerError, Chunk, Done, Failed, GenerationSettings, Ready, Status, WorkerDied,
+    ChatClient,
+    ChatEvent,
+    ChatWorkerError,
+    Chunk,
+    Done,
+    Failed,
+    GenerationSettings,
+    Ready,
+    Status,
+    WorkerDied,
     printable,
 )
 from backend.jobs.targets import ModelTarget

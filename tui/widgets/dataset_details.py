@@ -17,10 +17,10 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.inspect_data import DatasetReport, Message as ChatMessage, inspect_ref, parse_ref
+from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
+from backend.inspect_data import Message as ChatMessage
 from backend.safe_text import visible
 from tui.worker_failures import WorkerFailures, failure_text
-
 
 PREVIEW_CHARS = 160
 

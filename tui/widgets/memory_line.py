@@ -27,7 +27,6 @@ from tui.widgets.quiet import show_text
 from tui.worker_failures import WorkerFailures
 
 
-
 def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo,
                      base_dir: Path | None = None) -> str:
     """'Memory forecast: …' for the profile, held to the profile's own GPUs (the planner is imported

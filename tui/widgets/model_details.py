@@ -31,7 +31,6 @@ from backend.validate import Problem
 from tui.screens.launch_support import swift_type_problems
 from tui.worker_failures import WorkerFailures, failure_text
 
-
 ORIGIN_LABELS = {"builtin": "built-in", "local": "local", "hf-cache": "HF cache", "modelscope-cache": "ModelScope",
                  "hub": "hub"}
 
