@@ -308,8 +308,8 @@ def _host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path 
     """The planner's host-RAM forecast per machine against this machine's RAM, when the model's config.json
     is on disk (the shape is read from it and the planner's cache; no child process)."""
     from backend.estimate.exact import cached_shape
+    from backend.estimate.fit import estimate
     from backend.estimate.from_profile import config_dir_for, request_from_profile
-    from backend.estimate.planner import estimate
     from backend.estimate.shape import ConfigError
     from backend.units import gib
 

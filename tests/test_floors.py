@@ -22,13 +22,9 @@ FLOORS_CONTRACT = next(c for c in CONFIG["contracts"] if c["id"] == "floors")
 # Circles still to be broken, by the edge that closes each, in files their owners were still reshaping
 # when the floors were drawn (#23). Remove a line when its edge is gone (the test says so).
 KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    # estimate/: the planner asks fit for its report while fit builds on the planner's Estimate
-    ("backend.estimate.fit", "backend.estimate.planner"): "estimate/ is being reshaped (#26)",
     # jobs/: the job supervisor runs merge and batch inference, which make jobs through job.py
     ("backend.jobs.job", "backend.jobs.supervise"): "jobs/ belongs to the one-supervisor work (#22)",
     ("backend.jobs.targets", "backend.jobs.merge"): "jobs/ belongs to the one-supervisor work (#22)",
-    # tui: the app builds the alerts panel, which asks whether an app is the WorkbenchApp for its toaster
-    ("tui.widgets.alerts_panel", "tui.app"): "the app's settings become one typed object (#23 item 4)",
 }
 
 

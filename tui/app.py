@@ -17,6 +17,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from backend.hardware import HardwareInfo
+from tui.messages import ChatRequested
 from tui.safe import shown_as_is
 from tui.terminal_gone import exit_when_the_terminal_is_gone
 from tui.terminal_pace import TerminalPace
@@ -112,6 +113,9 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
         self.switch_mode("runs")
         self.push_screen(MonitorScreen(Path(run_dir)))
+
+    def on_chat_requested(self, message: ChatRequested) -> None:
+        self.open_chat(message.target, message.compare)
 
     def open_chat(self, target, compare: bool = False) -> None:
         """Chat with a run (its newest checkpoint), a checkpoint or model folder, or a ModelTarget."""

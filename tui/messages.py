@@ -13,3 +13,12 @@ class RunLaunched(Message):
     """A run was started detached; `run_dir` is its folder."""
 
     run_dir: Path
+
+
+@dataclass
+class ChatRequested(Message):
+    """Open the chat with `target` (a run folder, a checkpoint or model folder, or a ModelTarget): the app
+    handles it, so a screen asks without importing the app."""
+
+    target: object
+    compare: bool = False

@@ -16,10 +16,11 @@ from backend.estimate.fit import (
     StrategyResult,
     detect_gpu_memory_bytes,
     detect_host_memory_bytes,
+    estimate,
     fit_report,
     fit_status,
 )
-from backend.estimate.planner import Estimate, estimate
+from backend.estimate.planner import Estimate
 from backend.estimate.report import render_table, render_text
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view

@@ -9,70 +9,19 @@ estimate is well under a millisecond).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from backend.estimate.planner import Estimate, compute
 from backend.estimate.request import EstimateRequest
 from backend.estimate.shape import ModelShape
+from backend.estimate.verdicts import TIGHT_FRACTION as TIGHT_FRACTION  # re-exported: callers know it as fit's
+from backend.estimate.verdicts import FitReport as FitReport
+from backend.estimate.verdicts import StrategyResult as StrategyResult
+from backend.estimate.verdicts import fit_status as fit_status
 
-TIGHT_FRACTION = 0.90
 MAX_BATCH_SEARCHED = 4096
 MAX_LENGTH_SEARCHED = 1 << 20  # when config.json gives no max_position_embeddings
-
-
-@dataclass(frozen=True)
-class StrategyResult:
-    """One rung of the strategy ladder, as forecast."""
-
-    label: str
-    per_device_total_bytes: int
-    host_total_bytes: int
-    fits: bool  # on the GPU, and in host RAM when that is known
-    changes: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "per_device_total_bytes": self.per_device_total_bytes,
-                "host_total_bytes": self.host_total_bytes, "fits": self.fits, "changes": dict(self.changes)}
-
-
-@dataclass(frozen=True)
-class FitReport:
-    gpu_memory_bytes: int
-    per_device_total_bytes: int
-    status: str  # "fits" | "tight" | "does not fit"
-    max_batch_size: int | None  # None: not even batch size 1 fits
-    max_length: int | None  # None: not even one token fits
-    max_length_is_model_limit: bool  # the search stopped at max_position_embeddings
-    cheapest_strategy: str | None  # None: no rung of the ladder fits
-    strategies: tuple[StrategyResult, ...]
-    host_memory_bytes: int | None = None
-    host_fits: bool | None = None  # None: host RAM unknown
-
-    @property
-    def utilization(self) -> float:
-        return self.per_device_total_bytes / self.gpu_memory_bytes
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "status": self.status,
-            "utilization": round(self.utilization, 4),
-            "tight_threshold": TIGHT_FRACTION,
-            "max_batch_size": self.max_batch_size,
-            "max_length": self.max_length,
-            "max_length_is_model_limit": self.max_length_is_model_limit,
-            "cheapest_strategy": self.cheapest_strategy,
-            "strategies": [s.to_json() for s in self.strategies],
-            "host_memory_bytes": self.host_memory_bytes,
-            "host_fits": self.host_fits,
-        }
-
-
-def fit_status(total_bytes: int, gpu_memory_bytes: int) -> str:
-    if total_bytes > gpu_memory_bytes:
-        return "does not fit"
-    return "tight" if total_bytes > TIGHT_FRACTION * gpu_memory_bytes else "fits"
 
 
 def fit_report(shape: ModelShape, request: EstimateRequest, gpu_memory_bytes: int,
@@ -188,3 +137,13 @@ def gpu_memory_for(gpus: Sequence[Any], gpu_ids: list[int] | None) -> int | None
     chosen = [g for g in gpus if not gpu_ids or g.index in gpu_ids]
     sizes = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
     return min(sizes) if sizes else None
+
+
+def estimate(shape: ModelShape, request: EstimateRequest) -> Estimate:
+    """Forecast one configuration; adds a fit report when `request.gpu_memory_bytes` is set."""
+    result = compute(shape, request)
+    if request.gpu_memory_bytes:
+        report = fit_report(shape, request, request.gpu_memory_bytes, base=result,
+                            host_memory_bytes=request.host_memory_bytes)
+        result = replace(result, fit=report)
+    return result

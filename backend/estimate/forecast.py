@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.estimate.fit import detect_gpu_memory_bytes, detect_host_memory_bytes
+from backend.estimate.fit import detect_gpu_memory_bytes, detect_host_memory_bytes, estimate
 from backend.estimate.from_profile import request_from_profile
-from backend.estimate.planner import estimate
 
 if TYPE_CHECKING:
     from backend.profile import LaunchProfile

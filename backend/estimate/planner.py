@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backend.estimate import terms as t
@@ -12,7 +12,7 @@ from backend.estimate.seed import SeedView, seed_view
 from backend.estimate.shape import ModelShape
 
 if TYPE_CHECKING:
-    from backend.estimate.fit import FitReport
+    from backend.estimate.verdicts import FitReport
 
 # display order; every key is always present in `breakdown` (0 when it does not apply)
 GPU_TERMS = (
@@ -111,18 +111,6 @@ class Estimate:
         if self.fit is not None:
             data["fit"] = self.fit.to_json()
         return data
-
-
-def estimate(shape: ModelShape, request: EstimateRequest) -> Estimate:
-    """Forecast one configuration; adds a fit report when `request.gpu_memory_bytes` is set."""
-    result = compute(shape, request)
-    if request.gpu_memory_bytes:
-        from backend.estimate.fit import fit_report
-
-        report = fit_report(shape, request, request.gpu_memory_bytes, base=result,
-                            host_memory_bytes=request.host_memory_bytes)
-        result = replace(result, fit=report)
-    return result
 
 
 def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:

@@ -5,18 +5,18 @@ checkpoint (m), chat with its newest model (t). A mixin of MonitorScreen: it nee
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.worker import get_current_worker
 
 from backend.runs.manager import stop_run
+from tui.messages import ChatRequested
 from tui.modals.dialogs import ConfirmModal
 
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-    from tui.app import WorkbenchApp
     from tui.feed import RunFeed
 
     _Base = Screen[None]
@@ -92,4 +92,4 @@ class RunActions(_Base):
         except TargetError as err:
             self.app.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
             return
-        cast("WorkbenchApp", self.app).open_chat(target)
+        self.app.post_message(ChatRequested(target))

@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from rich.text import Text
 from textual import on, work
@@ -275,10 +276,15 @@ def _size(folder: Path) -> int:
     return found.size if found is not None else 0
 
 
-def _toaster_of(app: App) -> AlertToaster | None:
-    from tui.app import WorkbenchApp
+@runtime_checkable
+class _ToastingApp(Protocol):
+    """An app that keeps the toaster (the workbench app's typed attribute; test apps may have none)."""
 
-    return app.alert_toaster if isinstance(app, WorkbenchApp) else None
+    alert_toaster: AlertToaster | None
+
+
+def _toaster_of(app: App) -> AlertToaster | None:
+    return app.alert_toaster if isinstance(app, _ToastingApp) else None
 
 
 def start_alert_toasts(app: App, interval: float = 5.0) -> AlertToaster | None:
