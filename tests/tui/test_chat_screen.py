@@ -234,6 +234,24 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
         await until(pilot, lambda: len(tuned.history) == len(history) + 2, "an answer after the restart")
         pids = [*first_pids, tuned.client.pid]
 
+        # ctrl+o hides and shows the settings (system prompt, temperature, top-p, max new tokens)
+        settings = screen.query_one("#chat-settings")
+        shown_before = settings.has_class("-hidden")
+        await pilot.press("ctrl+o")
+        assert settings.has_class("-hidden") != shown_before
+        await pilot.press("ctrl+o")
+        assert settings.has_class("-hidden") == shown_before
+        # ctrl+b takes the base model's pane away (its worker ends) and puts it back beside the tuned one
+        await pilot.press("ctrl+b")
+        await until(pilot, lambda: not screen.query("#pane-base"), "the base pane to go")
+        assert wait_gone([first_pids[1]]) == [], "the base pane's worker outlived its pane"
+        await pilot.press("ctrl+b")
+        await until(pilot, lambda: bool(screen.query("#pane-base")), "the base pane to come back")
+        again = screen.query_one("#pane-base", ChatPane)
+        assert again.target.adapters == () and again.target.model == base.target.model
+        await until(pilot, lambda: again.client.pid is not None, "the base pane's new worker")
+        pids.append(again.client.pid)
+
     assert wait_gone(pids) == [], "a chat worker outlived the app"
 
 
