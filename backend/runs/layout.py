@@ -38,7 +38,8 @@ from backend.tail import last_lines, lines_before
 Status = Literal["starting", "running", "stopping", "finished", "failed", "stopped", "unknown", "damaged"]
 ACTIVE_STATUSES: tuple[Status, ...] = ("starting", "running", "stopping")
 FINAL_STATUSES: tuple[Status, ...] = ("finished", "failed", "stopped")
-RESUMABLE_STATUSES: tuple[Status, ...] = ("stopped", "failed")
+# unknown: every process of the run is proven gone with no record of how it ended (a crash, a reboot)
+RESUMABLE_STATUSES: tuple[Status, ...] = ("stopped", "failed", "unknown")
 IDENTITY_FILE = "run.json"  # written once when the folder is made: what makes a folder a run folder
 IDENTITY_KIND = "finetune-workbench run"
 MAX_STATE_BYTES = 1_000_000  # a state.json is a few hundred bytes; anything huge is not one

@@ -535,7 +535,7 @@ def _resume_locked(run: RunFolder) -> RunFolder:
                          "delete a completed checkpoint. To train more, start a new run from its checkpoint"
                          + (f" ({last[0]})" if last else "") + f": workbench resume {run.run_id} --as-new-run")
     if state.status not in RESUMABLE_STATUSES:
-        hint = "stop it first" if state.is_active else "only a stopped or failed run can be resumed"
+        hint = "stop it first" if state.is_active else "only a stopped, failed or lost (unknown) run can be resumed"
         raise RunRefused(f"run {run.run_id} is {state.status}; {hint}")
     if state.on_other_host():  # after a reboot of this host its processes are gone by definition: resumable
         raise RunRefused(f"run {run.run_id} was {state.elsewhere()}; resume it there")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backend.runs import index, manager
-from backend.runs.manager import LaunchRefused, RunRefused, resume_run, start_run, stop_run
+from backend.runs.manager import LaunchRefused, RunRefused, refresh, resume_run, start_run, stop_run
 from backend.runs.outputs import output_dir_problem
 from backend.runs.process import current_boot_id
 from tests.faults import helpers as h
@@ -51,6 +51,19 @@ def test_a_run_stopped_before_this_host_rebooted_resumes(workspace: Path) -> Non
     assert state.attempt == 2
     assert state.resumed_from == str(run.path / "output" / "checkpoint-2")
     assert state.boot_id == current_boot_id()
+    assert run.read_command()["argv"][-2:] == ["--resume_from_checkpoint", str(run.path / "output" / "checkpoint-2")]
+    stop_run(run)
+
+
+def test_a_run_cut_by_a_reboot_of_this_host_is_found_lost_and_resumes(workspace: Path) -> None:
+    """The box crashed or was restarted while the run trained: its state still says running, recorded in an
+    earlier boot. Looking concludes it lost (unknown), and resume goes on from its last complete checkpoint."""
+    run = h.fake_run(workspace, status="running", checkpoints=(2,),
+                     state={"boot_id": "an-earlier-boot", "supervisor_pid": 4242, "supervisor_started": 1.0})
+    assert refresh(run).status == "unknown"
+    resume_run(run)
+    state = run.read_state()
+    assert state.attempt == 2 and state.boot_id == current_boot_id()
     assert run.read_command()["argv"][-2:] == ["--resume_from_checkpoint", str(run.path / "output" / "checkpoint-2")]
     stop_run(run)
 
