@@ -50,7 +50,7 @@ def test_no_space_while_writing_the_run_folder_leaves_nothing(
         tiny_model: Path, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = load_profile(quick_profile(tmp_path))
 
-    def full(*_args: object) -> None:
+    def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(manager, "write_run_files", full)
