@@ -54,7 +54,7 @@ async def test_watch_a_live_run_then_stop_it_from_the_app(tiny_model: Path, isol
             store = monitor.feed.store
 
             def step() -> int:
-                return int((store.last_log or {}).get("step") or 0)
+                return (store.last_log.step or 0) if store.last_log else 0
 
             await wait_for(pilot, lambda: step() >= 2, timeout=300, what="the first logged steps")
             first_shown = shown_step(monitor)
