@@ -272,3 +272,15 @@ async def test_open_chat_pushes_the_screen_or_says_why_not(short_run: RunFolder,
         await pilot.pause()
         assert not isinstance(app.screen, ChatScreen)
     assert wait_gone([pid]) == []
+
+
+async def test_quitting_the_app_while_the_models_load_leaves_no_worker(short_run: RunFolder) -> None:
+    """The panes unmount as the app shuts down, after Textual has cancelled the app's workers: the
+    model workers must still be stopped (a run in CI left one behind when its close was a worker)."""
+    app = ChatHost(short_run.path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        panes = list(app.screen.query(ChatPane))
+        await until(pilot, lambda: all(pane.client.pid is not None for pane in panes), "both workers to start")
+        pids = [pane.client.pid for pane in panes]
+        app.exit()  # still loading: nothing answered yet
+    assert len(pids) == 2 and wait_gone([pid for pid in pids if pid is not None]) == []

@@ -10,8 +10,8 @@ client waits a bounded time for it): the UI never waits on a process.
 
 from __future__ import annotations
 
+import threading
 import time
-from functools import partial
 from typing import cast
 
 from rich.text import Text
@@ -192,9 +192,11 @@ class ChatPane(WorkerFailures, Vertical):
         self.start_worker()
 
     def on_unmount(self) -> None:
-        # the app's worker, not the pane's: the pane's workers are cancelled as it goes
-        self.app.run_worker(partial(self.client.close, CLOSE_WAIT_SECONDS), thread=True, group="chat-close",
-                            exit_on_error=False, description="Stopping a chat's model worker")
+        # Not a Textual worker: a pane unmounts as the app shuts down, after the app has cancelled its
+        # workers, and one started then may never run. A plain non-daemon thread outlives the app and
+        # holds the interpreter open until the model worker is gone (at most ~2 x CLOSE_WAIT_SECONDS).
+        threading.Thread(target=self.client.close, args=(CLOSE_WAIT_SECONDS,), daemon=False,
+                         name=f"{self.client.name}-close").start()
 
     # -- the worker
 
