@@ -101,12 +101,15 @@ class Eval(_Event, tag="eval", frozen=True):
 class Checkpoint(_Event, tag="checkpoint", frozen=True):
     step: int | None = None
     path: str = ""
+    # asked for, and why: "save now" (workbench save, the monitor's key), "SIGUSR1", "SIGTERM"; None: the schedule
+    requested: str | None = None
 
 
 class RunEnd(_Event, tag="run_end", frozen=True):
     step: int | None = None
     max_steps: int | None = None
-    status: str = "finished"
+    status: str = "finished"  # "stopped": the trainer saved and stopped when asked (`reason` says how)
+    reason: str | None = None
     runtime_seconds: float | None = None
     peak_rss_bytes: int | None = None
     cuda_peaks: list[CudaMemory] = []
