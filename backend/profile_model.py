@@ -169,6 +169,11 @@ class TrainingSection(_Section):
     eval_steps: int | None = Field(None, ge=1, description="Evaluate every N steps; unset = swift's (save_steps).")
     save_steps: int | None = Field(None, ge=1, description="Save a checkpoint every N steps; unset = swift's (500).")
     save_total_limit: int | None = Field(None, ge=1, description="Checkpoints kept; unset = all (swift's default).")
+    metric_for_best_model: str | None = Field(
+        None, description="Metric that picks the best checkpoint (kept by rotation, taken by merge/chat/infer); "
+                          "unset = swift's (loss: the eval loss).")
+    greater_is_better: bool | None = Field(
+        None, description="Whether a higher metric is better; unset = swift's (false for a loss, else true).")
     seed: int = Field(42, description="Random seed.")
     dataloader_num_workers: int | None = Field(
         None, ge=0, description="Data loader worker processes; unset = swift's default (1; 0 saves ~420 MB on CPU).")
@@ -186,6 +191,12 @@ class DebugSection(_Section):
     inject_nan_steps: list[int] = Field(
         default_factory=list, description="Make the loss NaN at these optimizer steps (to try the watchdog)."
     )
+
+
+class RunSection(_Section):
+    save_on_term: bool = Field(
+        False, description="SIGTERM to the trainer (or its supervisor) saves a checkpoint at the end of the step, "
+                           "then stops cleanly, as SIGUSR1 always does (on by default in `workbench export slurm`).")
 
 
 ScalarArg = str | int | float | bool | list[str]
@@ -206,6 +217,7 @@ class LaunchProfile(BaseModel):
     distribution: DistributionSection = Field(default_factory=DistributionSection)
     training: TrainingSection = Field(default_factory=TrainingSection)
     output: OutputSection = Field(default_factory=OutputSection)
+    run: RunSection = Field(default_factory=RunSection)
     debug: DebugSection = Field(default_factory=DebugSection)
     watch: WatchSection = Field(default_factory=WatchSection)
     notify: NotifySection = Field(default_factory=NotifySection)
