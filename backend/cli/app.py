@@ -48,6 +48,7 @@ def open_tui(
 def full_app() -> typer.Typer:
     """The app with every sub-command registered (once); tests drive this one."""
     if not app.registered_commands:
+        import backend.cli.checkpoints as checkpoints
         import backend.cli.data as data
         import backend.cli.estimate as estimate
         import backend.cli.export as export
@@ -56,6 +57,6 @@ def full_app() -> typer.Typer:
         import backend.cli.runs as runs
         import backend.cli.watch as watch
 
-        for module in (profiles, runs, estimate, jobs, export, watch, data):
+        for module in (profiles, runs, estimate, jobs, checkpoints, export, watch, data):
             module.register(app)
     return app

@@ -1,0 +1,49 @@
+"""`workbench checkpoints RUN`: the checkpoint scoreboard of a run (which one is best, and why), and pins."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from backend.cli.common import console, fail, find_run_or_exit
+from backend.fs import LockTimeout
+from backend.runs.scoreboard import ScoreboardError, pin, scoreboard, text_lines, unpin
+
+
+def checkpoints(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The scoreboard as JSON.")] = False,
+    pin_step: Annotated[int | None, typer.Option("--pin", metavar="N", help="Pin checkpoint-N: a hard-linked copy "
+                                                 "in <run>/pinned/ that save_total_limit's rotation cannot delete.")] = None,
+    unpin_step: Annotated[int | None, typer.Option("--unpin", metavar="N", help="Unpin checkpoint-N (its pinned "
+                                                   "copy goes; the original, if still there, stays).")] = None,
+) -> None:
+    """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
+    pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
+    run = find_run_or_exit(run_ref)
+    for step, act in ((pin_step, pin), (unpin_step, unpin)):
+        if step is None:
+            continue
+        try:
+            said = act(run, step)
+        except ScoreboardError as err:
+            fail(str(err))
+        except LockTimeout:
+            fail(f"another workbench command is changing the pins of {run.run_id}; try again")
+        except OSError as err:
+            fail(f"cannot change the pins of {run.run_id}: {err.strerror or err}", code=1)
+        console.print(said, highlight=False, markup=False, soft_wrap=True)
+    board = scoreboard(run)
+    if as_json:
+        print(json.dumps(board.to_dict(), indent=2))
+        return
+    if pin_step is not None or unpin_step is not None:
+        console.print()
+    for line in text_lines(board):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(checkpoints)

@@ -1,0 +1,526 @@
+"""The checkpoint scoreboard of a run: each checkpoint with its step, train loss at the save (and its
+EMA), the evaluation aligned to it, its size on disk, complete or not, pinned or not; and the best one
+by the profile's metric (`training.metric_for_best_model`, swift's `loss` = eval loss, lower is better
+by default; the train loss when the run has no evaluation, and it says so).
+
+It reads only the run folder: events.jsonl through backend.events and backend.tail, the checkpoint
+folders, the pins file. No model is loaded and nothing of swift is imported.
+
+Alignment: a checkpoint's train loss is the rank-0 Log at its step or the nearest before it; its
+evaluation is the Eval at its step or the nearest before it that came after the previous checkpoint
+(an evaluation belongs to one checkpoint at most). `eval_step` says which. When the events line that
+would hold a value is damaged, the value says "damaged" rather than an older one; a checkpoint folder
+that vanished while it was read says "gone". One bad line or folder never hides the other rows.
+
+Pins: `<run>/pins.json` lists the pinned steps; a pinned checkpoint is hard-linked (copied across
+filesystems) into `<run>/pinned/checkpoint-N`, outside swift's output folder, where the trainer's
+`save_total_limit` rotation (which deletes `output/checkpoint-*` folders) cannot reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.events import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    Eval,
+    Log,
+    damaged_text,
+    decode_line,
+    decode_lines,
+    line_version,
+    newer_format_text,
+)
+from backend.fs import file_lock, write_text_atomic
+from backend.profile import ProfileError
+from backend.runs.layout import RunFolder, checkpoint_problem
+from backend.series import SMOOTHING, ema
+from backend.tail import Tail
+from backend.units import size
+
+PINS_FILE = "pins.json"
+PINNED_DIR = "pinned"
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
+_STEP = re.compile(rb'"step"\s*:\s*(\d+)')
+_TYPE = re.compile(rb'"type"\s*:\s*"(\w+)"')
+
+
+class ScoreboardError(ValueError):
+    """A pin or unpin that cannot be done; the message says why and what to do."""
+
+
+# ---------------------------------------------------------------- the metric
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What "best" means for a run: swift's metric_for_best_model and greater_is_better."""
+
+    name: str = "loss"
+    greater_is_better: bool = False
+
+    @property
+    def key(self) -> str:
+        """The key of the Eval event's metrics (transformers prefixes eval_)."""
+        return self.name if self.name.startswith("eval_") else f"eval_{self.name}"
+
+    @property
+    def label(self) -> str:
+        return self.key.replace("_", " ")
+
+    @property
+    def column(self) -> str:
+        return self.key.removeprefix("eval_")
+
+
+def metric_of(run: RunFolder) -> Metric:
+    """The run's metric, as its profile snapshot sets it (swift's rule where it does not)."""
+    try:
+        training = run.read_profile().training
+    except (ProfileError, OSError, ValueError):
+        return Metric()
+    name = training.metric_for_best_model or "loss"
+    greater = training.greater_is_better
+    return Metric(name, ("loss" not in name) if greater is None else greater)
+
+
+# ---------------------------------------------------------------- rows
+
+
+@dataclass
+class Row:
+    """One checkpoint of the scoreboard."""
+
+    step: int
+    name: str
+    path: Path | None
+    status: str  # complete | incomplete | gone
+    problem: str | None = None
+    size_bytes: int | None = None
+    train_loss: float | None = None
+    train_loss_ema: float | None = None
+    train_step: int | None = None  # the Log used (the save's step, or the nearest before it)
+    train_damaged: bool = False
+    eval_value: float | None = None
+    eval_step: int | None = None  # the Eval used (the save's step, or the nearest before it)
+    eval_damaged: bool = False
+    pinned: bool = False
+    pinned_only: bool = False  # the output folder is gone (rotated away): only the pinned copy is left
+    best: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def eval_text(self) -> str:
+        if self.eval_damaged:
+            return "damaged"
+        if self.eval_value is None:
+            return "-"
+        at = "" if self.eval_step == self.step else f" (step {self.eval_step})"
+        return f"{self.eval_value:.4g}{at}"
+
+    def train_text(self) -> str:
+        if self.train_damaged:
+            return "damaged"
+        if self.train_loss is None:
+            return "-"
+        at = "" if self.train_step == self.step else f" (step {self.train_step})"
+        return f"{self.train_loss:.4g}{at}"
+
+    def ema_text(self) -> str:
+        return "damaged" if self.train_damaged else "-" if self.train_loss_ema is None else f"{self.train_loss_ema:.4g}"
+
+    def size_text(self) -> str:
+        return "-" if self.size_bytes is None else size(self.size_bytes)
+
+    def state_text(self) -> str:
+        return {"complete": "complete", "gone": "gone"}.get(self.status, f"incomplete: {self.problem}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "name": self.name, "path": str(self.path) if self.path else None,
+                "status": self.status, "problem": self.problem, "size_bytes": self.size_bytes,
+                "train_loss": None if self.train_damaged else self.train_loss,
+                "train_loss_ema": None if self.train_damaged else self.train_loss_ema,
+                "train_step": self.train_step, "train_damaged": self.train_damaged,
+                "eval_value": None if self.eval_damaged else self.eval_value, "eval_step": self.eval_step,
+                "eval_damaged": self.eval_damaged, "pinned": self.pinned, "pinned_only": self.pinned_only,
+                "best": self.best}
+
+
+@dataclass
+class Scoreboard:
+    run_id: str
+    metric: Metric
+    rows: list[Row] = field(default_factory=list)
+    basis: str = "eval"  # eval: the metric of the evaluations; train: the train loss (no evaluation)
+    problems: list[str] = field(default_factory=list)  # damaged or newer events lines
+    gone_steps: list[int] = field(default_factory=list)  # saved (an event says so), folder no longer there
+
+    @property
+    def best(self) -> Row | None:
+        return next((row for row in self.rows if row.best), None)
+
+    def basis_text(self) -> str:
+        if self.basis == "eval":
+            return f"{'highest' if self.metric.greater_is_better else 'lowest'} {self.metric.label}"
+        return f"lowest train loss (this run has no {self.metric.label} at any checkpoint)"
+
+    def reason(self, row: Row) -> str:
+        """Why a row is the best: 'checkpoint-6: lowest eval loss 1.23'."""
+        value = row.eval_value if self.basis == "eval" else row.train_loss
+        kind = self.basis_text().split(" (")[0]
+        return f"{row.name}: {kind} {value:.4g}" + ("" if self.basis == "eval" else " (no evaluation in this run)")
+
+    def row(self, step: int) -> Row | None:
+        return next((row for row in self.rows if row.step == step), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {"run_id": self.run_id, "metric": self.metric.name, "metric_key": self.metric.key,
+                "greater_is_better": self.metric.greater_is_better, "basis": self.basis,
+                "best_step": best.step if best else None, "best_reason": self.reason(best) if best else None,
+                "problems": self.problems, "gone_steps": self.gone_steps,
+                "rows": [row.to_dict() for row in self.rows]}
+
+
+# ---------------------------------------------------------------- reading the events
+
+
+@dataclass
+class _Events:
+    logs: dict[int, float | None] = field(default_factory=dict)  # step -> rank-0 loss (the last written)
+    evals: dict[int, float | None] = field(default_factory=dict)  # step -> the metric
+    saved: set[int] = field(default_factory=set)  # steps of Checkpoint events
+    damaged: dict[str, set[int]] = field(default_factory=lambda: {"log": set(), "eval": set()})
+    bad_lines: int = 0
+    newer_version: int | None = None
+
+
+def _read_events(path: Path, metric: Metric) -> _Events:
+    found = _Events()
+    tail = Tail(path)
+    while True:
+        before = tail.offset
+        block = tail.read_block()
+        if tail.offset == before:
+            break
+        decoded = decode_lines(block)
+        if decoded.bad_lines or decoded.newer_version is not None:
+            for raw in block.split(b"\n"):
+                if raw.strip():
+                    _note(found, raw, metric)
+        else:
+            for event in decoded.events:
+                _take(found, event, metric)
+    found.bad_lines += tail.long_lines
+    return found
+
+
+def _take(found: _Events, event: Any, metric: Metric) -> None:
+    if isinstance(event, Log) and event.rank == 0 and event.step is not None:
+        found.logs[event.step] = event.loss
+    elif isinstance(event, Eval) and event.rank == 0 and event.step is not None and metric.key in event.metrics:
+        found.evals[event.step] = event.metrics[metric.key]
+    elif isinstance(event, Checkpoint) and event.step is not None:
+        found.saved.add(event.step)
+
+
+def _note(found: _Events, raw: bytes, metric: Metric) -> None:
+    event = decode_line(raw)
+    if event is not None:
+        _take(found, event, metric)
+        return
+    version = line_version(raw)
+    if version is not None and version > SCHEMA_VERSION:
+        found.newer_version = max(version, found.newer_version or 0)
+        return
+    found.bad_lines += 1
+    kind, step = _TYPE.search(raw), _STEP.search(raw)
+    if kind and step and kind.group(1).decode() in found.damaged:
+        found.damaged[kind.group(1).decode()].add(int(step.group(1)))
+
+
+# ---------------------------------------------------------------- the folders
+
+
+def _folder_size(folder: Path) -> int:
+    """Bytes of every file under `folder`; FileNotFoundError when the folder itself is gone."""
+    total = 0
+    stack = [folder]
+    first = True
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except FileNotFoundError:
+            if first:
+                raise
+            continue
+        first = False
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def _problem(folder: Path) -> str | None:
+    """checkpoint_problem, or FileNotFoundError when the folder vanished while it was read."""
+    try:
+        problem = checkpoint_problem(folder)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        return f"{folder.name} cannot be read ({err.strerror or err})"
+    if not folder.is_dir():
+        raise FileNotFoundError(folder)
+    return problem
+
+
+def _step_of(folder: Path) -> int | None:
+    match = CHECKPOINT_NAME.fullmatch(folder.name)
+    return int(match.group(1)) if match else None
+
+
+def read_pins(run: RunFolder) -> list[int]:
+    """The pinned steps (pins.json); [] when there is none or it is damaged (pins_problem says so)."""
+    try:
+        data = json.loads((run.path / PINS_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    steps = data.get("pinned") if isinstance(data, dict) else None
+    return sorted({s for s in steps if isinstance(s, int) and not isinstance(s, bool)}) if isinstance(steps, list) else []
+
+
+def pins_problem(run: RunFolder) -> str | None:
+    path = run.path / PINS_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"{PINS_FILE} is damaged ({err}); no checkpoint counts as pinned until it is rewritten"
+    if not isinstance(data, dict) or not isinstance(data.get("pinned"), list):
+        return f"{PINS_FILE} is damaged (no \"pinned\" list); no checkpoint counts as pinned until it is rewritten"
+    return None
+
+
+def pinned_dir(run: RunFolder) -> Path:
+    return run.path / PINNED_DIR
+
+
+# ---------------------------------------------------------------- the scoreboard
+
+
+def scoreboard(run: RunFolder, metric: Metric | None = None) -> Scoreboard:
+    """The run's scoreboard, read from its folder alone."""
+    metric = metric or metric_of(run)
+    board = Scoreboard(run.run_id, metric)
+    events = _read_events(run.events_path, metric)
+    if events.bad_lines:
+        board.problems.append(f"events.jsonl: {damaged_text(events.bad_lines)}")
+    if events.newer_version:
+        board.problems.append(f"events.jsonl: {newer_format_text(events.newer_version)}")
+    problem = pins_problem(run)
+    if problem:
+        board.problems.append(problem)
+    pins = set(read_pins(run))
+    folders: dict[int, Path] = {}
+    for folder in run.checkpoints():
+        step = _step_of(folder)
+        if step is not None:
+            folders[step] = folder
+    copies = {step: pinned_dir(run) / f"checkpoint-{step}" for step in pins}
+    steps = sorted(set(folders) | {s for s, p in copies.items() if p.is_dir()})
+    board.rows = [_row(step, folders.get(step), copies.get(step), step in pins) for step in steps]
+    board.gone_steps = sorted(events.saved - set(steps))
+    _align(board.rows, events)
+    _choose_best(board)
+    return board
+
+
+def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row:
+    name = f"checkpoint-{step}"
+    candidates = [p for p in (folder, copy) if p is not None]
+    for path in candidates:
+        try:
+            problem = _problem(path)
+            used = _folder_size(path)
+        except FileNotFoundError:
+            continue
+        return Row(step, name, path, "complete" if problem is None else "incomplete", problem, used,
+                   pinned=pinned, pinned_only=path == copy)
+    return Row(step, name, None, "gone", f"{name} vanished while it was read (deleted, or rotated away by "
+               "save_total_limit)", pinned=pinned)
+
+
+def _align(rows: list[Row], events: _Events) -> None:
+    log_steps = sorted(s for s, loss in events.logs.items())
+    losses = np.array([np.nan if events.logs[s] is None else events.logs[s] for s in log_steps], dtype=float)
+    smooth = _debiased_ema(losses)
+    eval_steps = sorted(events.evals)
+    previous = 0
+    for row in sorted(rows, key=lambda r: r.step):
+        i = bisect_right(log_steps, row.step) - 1
+        if i >= 0:
+            row.train_step = log_steps[i]
+            row.train_loss = None if np.isnan(losses[i]) else float(losses[i])
+            row.train_loss_ema = None if np.isnan(smooth[i]) else float(smooth[i])
+        since = row.train_step if row.train_step is not None else -1
+        row.train_damaged = any(since < s <= row.step for s in events.damaged["log"])
+        j = bisect_right(eval_steps, row.step) - 1
+        if j >= 0 and eval_steps[j] > previous:
+            row.eval_step, row.eval_value = eval_steps[j], events.evals[eval_steps[j]]
+        since = row.eval_step if row.eval_step is not None else previous
+        row.eval_damaged = any(since < s <= row.step for s in events.damaged["eval"])
+        previous = row.step
+
+
+def _debiased_ema(losses: np.ndarray) -> np.ndarray:
+    """The monitor's smoothing (backend.series.ema, debiased as TensorBoard does); missing losses skipped."""
+    out = np.full(len(losses), np.nan)
+    known = ~np.isnan(losses)
+    if known.any():
+        raw, _ = ema(losses[known], SMOOTHING)
+        counts = np.arange(1, int(known.sum()) + 1)
+        out[known] = raw / (1 - SMOOTHING ** counts)
+    return out
+
+
+def _choose_best(board: Scoreboard) -> None:
+    usable = [r for r in board.rows if r.complete]
+    scored = [r for r in usable if r.eval_value is not None and not r.eval_damaged]
+    if scored:
+        board.basis = "eval"
+        pick = (max if board.metric.greater_is_better else min)(scored, key=lambda r: (r.eval_value, -r.step))
+    else:
+        board.basis = "train"
+        trained = [r for r in usable if r.train_loss is not None and not r.train_damaged]
+        if not trained:
+            return
+        pick = min(trained, key=lambda r: (r.train_loss, -r.step))
+    pick.best = True
+
+
+# ---------------------------------------------------------------- pins
+
+
+def pin(run: RunFolder, step: int) -> str:
+    """Pin checkpoint-<step>: a hard-linked copy in <run>/pinned/ that rotation cannot reach, and its step
+    in pins.json. Returns what was done; ScoreboardError when it cannot be."""
+    copy = pinned_dir(run) / f"checkpoint-{step}"
+    folder = run.output_dir / f"checkpoint-{step}"
+    with file_lock(run.path / ".pins.lock", wait=10.0):
+        pins = read_pins(run)
+        if step in pins and copy.is_dir():
+            return f"checkpoint-{step} is already pinned ({copy})"
+        if not copy.is_dir():
+            if not folder.is_dir():
+                have = ", ".join(str(s) for s in sorted(filter(None, map(_step_of, run.checkpoints())))) or "none"
+                raise ScoreboardError(f"run {run.run_id} has no checkpoint-{step} (checkpoints: {have})")
+            problem = checkpoint_problem(folder)
+            if problem:
+                raise ScoreboardError(f"cannot pin an incomplete checkpoint: {problem}")
+            how = _link_tree(folder, copy)
+        else:
+            how = "the pinned copy was already there"
+        write_text_atomic(run.path / PINS_FILE, json.dumps({"pinned": sorted({*pins, step})}, indent=2) + "\n")
+    return f"pinned checkpoint-{step}: {copy} ({how}); save_total_limit's rotation cannot delete it"
+
+
+def unpin(run: RunFolder, step: int) -> str:
+    """Unpin checkpoint-<step>: its step leaves pins.json and the pinned copy goes, unless that copy is the
+    only one left (rotation deleted the original): then ScoreboardError, nothing changed."""
+    copy = pinned_dir(run) / f"checkpoint-{step}"
+    folder = run.output_dir / f"checkpoint-{step}"
+    with file_lock(run.path / ".pins.lock", wait=10.0):
+        pins = read_pins(run)
+        if step not in pins and not copy.exists():
+            raise ScoreboardError(f"checkpoint-{step} of run {run.run_id} is not pinned "
+                                  f"(pinned: {', '.join(map(str, pins)) or 'none'})")
+        if copy.exists() and not folder.is_dir():
+            raise ScoreboardError(f"the pinned copy {copy} is the only copy of checkpoint-{step} left (the "
+                                  "original was deleted, e.g. by save_total_limit); nothing was changed. Delete "
+                                  f"that folder yourself if you no longer need it: rm -r {copy}")
+        write_text_atomic(run.path / PINS_FILE, json.dumps({"pinned": [s for s in pins if s != step]}, indent=2) + "\n")
+        if copy.exists():
+            shutil.rmtree(copy)
+    return f"unpinned checkpoint-{step} (the original {folder} stays; rotation may delete it later)"
+
+
+def _link_tree(source: Path, target: Path) -> str:
+    """A copy of `source` at `target` made of hard links (no extra disk) or, across filesystems, of copies;
+    built in a hidden folder beside it and renamed into place, so `target` is whole or absent."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.partial-{secrets.token_hex(3)}")
+    linked = [True]
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            linked[0] = False
+            shutil.copy2(src, dst)
+
+    try:
+        shutil.copytree(source, temp, copy_function=link_or_copy, symlinks=True)
+        os.rename(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return "hard links, no extra disk space" if linked[0] else "copied: another filesystem"
+
+
+# ---------------------------------------------------------------- as text
+
+
+HEADERS = ("", "checkpoint", "train loss", "loss EMA", "{metric}", "size", "pinned", "state")
+
+
+def cells(board: Scoreboard, row: Row) -> tuple[str, ...]:
+    """The texts of one row, in HEADERS' order (the CLI table and the monitor's panel both draw these)."""
+    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), row.size_text(),
+            ("pinned (only copy)" if row.pinned_only else "pinned") if row.pinned else "", row.state_text())
+
+
+def headers(board: Scoreboard) -> tuple[str, ...]:
+    return tuple(h.format(metric=board.metric.label) for h in HEADERS)
+
+
+def summary(board: Scoreboard) -> str:
+    """One line: which checkpoint is best and why, or why none is."""
+    best = board.best
+    if best is not None:
+        return f"best: {board.reason(best)}"
+    if not board.rows:
+        return "no checkpoint yet (checkpoints appear every training.save_steps steps and at the end)"
+    return "no best checkpoint: no complete checkpoint has a train or eval loss recorded"
+
+
+def text_lines(board: Scoreboard) -> list[str]:
+    """The scoreboard as plain text lines: the summary, the table, what else is worth knowing."""
+    table = [headers(board), *(cells(board, row) for row in board.rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
+    lines = [summary(board), ""]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    if board.gone_steps:
+        steps = ", ".join(str(s) for s in board.gone_steps)
+        lines.append(f"saved earlier, deleted since (save_total_limit's rotation, or by hand): step {steps}")
+    lines += board.problems
+    return lines

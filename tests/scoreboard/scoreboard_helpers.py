@@ -1,0 +1,53 @@
+"""Hand-made run folders for the scoreboard tests: events written with backend.events' writer, fake
+checkpoint folders of known sizes (no training)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from backend.events import EventWriter
+from backend.profile import LaunchProfile, save_profile
+from backend.runs.layout import RunFolder
+
+WEIGHTS_BYTES = 10_240  # + five 2-byte files: 10,250 bytes = "10.0 KiB"
+
+
+def fake_checkpoint(run: RunFolder, step: int, complete: bool = True, weights: int = WEIGHTS_BYTES) -> Path:
+    folder = run.path / "output" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * weights)
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):  # what a resume reads back (2 bytes each)
+        (folder / name).write_bytes(b"\0\0")
+    if complete:
+        (folder / "trainer_state.json").write_text("{}")
+    return folder
+
+
+def fake_run(parent: Path, events: list[tuple[str, dict[str, Any]]], checkpoints: dict[int, bool],
+             run_id: str = "20261201-120000-fake-0001", training: dict[str, Any] | None = None) -> RunFolder:
+    """A run folder with these events (type, fields) and checkpoints (step -> complete)."""
+    run = RunFolder.create(parent, run_id)
+    run.write_state(run.new_state("fake").model_copy(update={"status": "finished"}))
+    if training is not None:
+        save_profile(LaunchProfile.model_validate({"name": "fake", "training": training}), run.profile_path)
+    writer = EventWriter(run.events_path)
+    for kind, fields in events:
+        writer.write(kind, **fields)
+    writer.close()
+    for step, complete in checkpoints.items():
+        fake_checkpoint(run, step, complete)
+    return run
+
+
+def log(step: int, loss: float | None) -> tuple[str, dict[str, Any]]:
+    return "log", {"step": step, "loss": loss}
+
+
+def evaluation(step: int, **metrics: float) -> tuple[str, dict[str, Any]]:
+    return "eval", {"step": step, "metrics": metrics}
+
+
+def saved(step: int) -> tuple[str, dict[str, Any]]:
+    return "checkpoint", {"step": step, "path": f"output/checkpoint-{step}"}
