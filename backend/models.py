@@ -22,7 +22,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from backend.estimate.shape import ConfigError, ModelShape, format_count
+from backend.oracle.cache import register_shape
 from backend.paths import BUILTIN_PREFIX, BUILTIN_SWIFT_TYPES, is_builtin
 from backend.refs import Origin
 
@@ -259,6 +262,26 @@ def swift_version() -> str | None:
 
 REGISTRY_QUESTION = "swift_registry"  # backend/oracle/swift_registry.py
 REGISTRY_LIBRARIES = ("ms-swift",)
+
+
+class ModelTypeShape(msgspec.Struct):
+    architectures: list[str] = []
+    template: str | None = None
+    candidate_templates: list[str] = []
+
+
+class RegistryShape(msgspec.Struct):
+    """What infer_swift_types and the pickers read of the registry answer: a kept answer of another
+    shape is asked again (backend/oracle/cache.py), never indexed into."""
+
+    model_types: dict[str, ModelTypeShape]
+    templates: list[str]
+    swift_version: str = "unknown"
+    by_name: dict[str, list[str | None]] = {}
+    by_architecture: dict[str, list[str]] = {}
+
+
+register_shape(REGISTRY_QUESTION, lambda answer: msgspec.convert(answer, RegistryShape))
 
 
 def load_swift_registry() -> dict[str, Any] | None:

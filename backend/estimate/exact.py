@@ -13,12 +13,29 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.estimate.shape import ModelShape, read_config
+from backend.estimate.shape import ConfigError, ModelShape, read_config
+from backend.oracle.cache import register_shape
 
 QUESTION = "model_shape"
 LIBRARIES = ("transformers", "peft", "torch")
 DEFAULT_TARGETS: tuple[str, ...] = ("all-linear",)
 PEFT_RANK = 8  # PEFT is asked at this rank; LoRA counts scale linearly with r (A is r x in, B is out x r)
+
+
+def _decode(answer: dict[str, Any]) -> None:
+    """Raises when a kept answer is not of this question's shape (the cache then asks again): one
+    config's answer, or several under `answers`; each through the same conversion the planner uses."""
+    for one in answer["answers"].values() if "answers" in answer else (answer,):
+        if not isinstance(one.get("known"), bool):
+            raise ValueError("no 'known' flag")
+        if one["known"]:
+            try:
+                ModelShape.from_oracle({}, one)
+            except ConfigError:
+                pass  # transformers' own verdict on a config: a real answer, said as such when used
+
+
+register_shape(QUESTION, _decode)
 
 
 def payload(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS) -> dict[str, Any]:
@@ -46,12 +63,14 @@ def ask_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS,
 
 def shape_from(config: dict[str, Any], answer: dict[str, Any] | None, source: str = "config.json") -> ModelShape:
     """The exact shape when transformers answered, else the formula shape labelled 'estimated'."""
+    reason = answer.get("reason") if answer else None
     if answer and answer.get("known"):
-        return ModelShape.from_oracle(config, answer, source=source)
+        try:
+            return ModelShape.from_oracle(config, answer, source=source)
+        except ConfigError as err:  # transformers built something the planner cannot size
+            reason = str(err)
     shape = ModelShape.from_config_dict(config, source=source)
-    if answer and answer.get("reason"):
-        return shape.with_note(f"estimated, not exact: {answer['reason']}")
-    return shape
+    return shape.with_note(f"estimated, not exact: {reason}") if reason else shape
 
 
 def cached_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TARGETS) -> ModelShape:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-QUESTION = "swift_data_child"  # the question's module: backend/oracle/swift_data_child.py
+from backend.oracle.swift_data_answer import QUESTION
+
 LIBRARIES = ("ms-swift", "transformers", "datasets")
 DEFAULT_SAMPLE_LIMIT = 20_000  # rows encoded at most per dataset; above it a random sample, said so
 LISTED = 50  # row numbers / errors listed per kind

@@ -3,6 +3,7 @@ that would end in a traceback (`show`, `schema --swift`, `estimate`: #29 Low).""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,95 @@ def test_a_swift_args_answer_of_its_shape_is_used() -> None:
     assert schema is not None and schema.swift_version == "9.9"
     assert schema.fields()["learning_rate"].summary == "float, swift default 0.0001"
     assert precision_by_dtype() == {"float16": "fp16"}
+
+
+# -- the other questions the app reads: model_shape, swift_data_child, swift_registry
+
+def _keep_for(question: str, payload: dict[str, Any], libraries: tuple[str, ...], answer: Any,
+              inputs: tuple[Path, ...] = ()) -> None:
+    key, _versions = _key_for(question, payload, libraries, inputs)
+    OracleCache.default().put(question, key, answer, {"question": question})
+
+
+TINY_CONFIG = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 64,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+               "intermediate_size": 128, "vocab_size": 638, "tie_word_embeddings": True}
+
+
+@pytest.mark.parametrize("answer", [{"known": "yes"}, {"known": True, "sizes": {"hidden_size": 64}},
+                                    {"known": True, "num_layers": 2, "sizes": {"hidden_size": 64, "num_heads": 4},
+                                     "layer_kinds": 5}, {"answers": {"a": 1}}])
+def test_a_wrong_shaped_model_shape_answer_gives_the_formula_shape(tmp_path: Path, answer: Any) -> None:
+    from backend.estimate.exact import LIBRARIES as SHAPE_LIBRARIES
+    from backend.estimate.exact import QUESTION as SHAPE_QUESTION
+    from backend.estimate.exact import cached_shape, payload
+    from backend.estimate.shape import FORMULA
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
+    _keep_for(SHAPE_QUESTION, payload(TINY_CONFIG), SHAPE_LIBRARIES, answer)
+    shape = cached_shape(tmp_path)
+    assert shape.source == FORMULA and shape.num_layers == 2 and shape.hidden_size == 64
+
+
+def test_a_model_shape_answer_of_its_shape_is_used(tmp_path: Path) -> None:
+    from backend.estimate.exact import LIBRARIES as SHAPE_LIBRARIES
+    from backend.estimate.exact import QUESTION as SHAPE_QUESTION
+    from backend.estimate.exact import cached_shape, payload
+    from backend.estimate.shape import EXACT
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
+    good = {"known": True, "num_layers": 2, "parameters": 133568, "sizes": {"hidden_size": 64, "num_heads": 4},
+            "layer_kinds": [], "tied_embeddings": True}
+    _keep_for(SHAPE_QUESTION, payload(TINY_CONFIG), SHAPE_LIBRARIES, good)
+    shape = cached_shape(tmp_path)
+    assert shape.source == EXACT and shape.exact_params == 133568
+
+
+def _data_request(tmp_path: Path) -> Any:
+    from backend.oracle.swift_data import DataRequest
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    return DataRequest(refs=[str(data)], model=str(tmp_path / "model"))
+
+
+@pytest.mark.parametrize("answer", [{"datasets": 5}, {"datasets": [{"bad_lines": [{"line": "ten"}]}]},
+                                    {"datasets": [], "steps_per_epoch": "many"}, {"segments": [{"trained": True}]}])
+def test_a_wrong_shaped_data_report_is_not_used(tmp_path: Path, answer: Any) -> None:
+    from backend.oracle.swift_data import LIBRARIES as DATA_LIBRARIES
+    from backend.oracle.swift_data import QUESTION as DATA_QUESTION
+    from backend.oracle.swift_data import cached_report
+
+    request = _data_request(tmp_path)
+    _keep_for(DATA_QUESTION, request.payload(mode="report"), DATA_LIBRARIES, answer, tuple(request.inputs()))
+    assert cached_report(request) is None
+
+
+def test_a_data_report_of_its_shape_is_used(tmp_path: Path) -> None:
+    from backend.oracle.swift_data import LIBRARIES as DATA_LIBRARIES
+    from backend.oracle.swift_data import QUESTION as DATA_QUESTION
+    from backend.oracle.swift_data import cached_report
+
+    request = _data_request(tmp_path)
+    good = {"datasets": [{"ref": "train.jsonl", "status": "ok", "rows": 1, "bad_lines": [{"line": 3, "reason": "x"}]}],
+            "train_rows": 1, "steps_per_epoch": 1}
+    _keep_for(DATA_QUESTION, request.payload(mode="report"), DATA_LIBRARIES, good, tuple(request.inputs()))
+    assert cached_report(request) == good
+
+
+@pytest.mark.parametrize("answer", [{"model_types": ["qwen2"], "templates": []}, {"model_types": {}},
+                                    {"model_types": {"qwen2": {"architectures": "Qwen2"}}, "templates": []}])
+def test_a_wrong_shaped_registry_answer_is_not_used(answer: Any) -> None:
+    from backend.models import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
+
+    _keep_for(REGISTRY_QUESTION, {}, REGISTRY_LIBRARIES, answer)
+    assert load_swift_registry() is None
+
+
+def test_a_registry_answer_of_its_shape_is_used() -> None:
+    from backend.models import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
+
+    good = {"model_types": {"qwen2": {"architectures": ["Qwen2ForCausalLM"], "template": "qwen"}},
+            "templates": ["qwen"], "by_name": {"qwen2-7b": ["qwen2", None]}}
+    _keep_for(REGISTRY_QUESTION, {}, REGISTRY_LIBRARIES, good)
+    assert load_swift_registry() == good
