@@ -22,6 +22,7 @@ from backend.profile_model import (
     ModelSection,
     OutputSection,
     PrecisionSection,
+    RunSection,
     ScalarArg,
     ShardingStrategy,
     TrainingSection,
@@ -46,7 +47,7 @@ from backend.profile_watch import NotifySection, WatchSection
 __all__ = [
     "ALWAYS_WRITTEN", "MAX_PROFILE_BYTES", "NESTED_TOO_DEEP", "ComputeDtype", "DataSection", "DebugSection",
     "DeepSpeedSection", "DistributionSection", "Dtype", "FsdpSection", "LaunchProfile", "ModelSection",
-    "NotifySection", "OutputSection", "PrecisionSection", "ProfileError", "ProfileProblem", "ScalarArg",
+    "NotifySection", "OutputSection", "PrecisionSection", "ProfileError", "ProfileProblem", "RunSection", "ScalarArg",
     "ShardingStrategy", "TrainingSection", "TunerSection", "WatchSection", "field_help", "find_key_line",
     "load_profile", "parse_profile", "profile_text_over", "profile_to_toml", "save_profile", "schema_rows",
 ]

@@ -55,8 +55,9 @@ def full_app() -> typer.Typer:
         import backend.cli.jobs as jobs
         import backend.cli.profiles as profiles
         import backend.cli.runs as runs
+        import backend.cli.save as save
         import backend.cli.watch as watch
 
-        for module in (profiles, runs, estimate, jobs, checkpoints, export, watch, data):
+        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, watch, data):
             module.register(app)
     return app

@@ -247,6 +247,10 @@ def resume(
                              "(fresh optimizer and schedule; the finished run is not touched).")] = False,
     max_steps: Annotated[int | None, typer.Option(
         "--max-steps", min=1, help="With --as-new-run: optimizer steps of the new run (default: the profile's).")] = None,
+    allow_world_change: Annotated[bool, typer.Option(
+        "--allow-world-change", help="Resume although the run's profile.toml now asks for another world (machines, "
+                                     "processes per machine, micro batch, accumulation) than the checkpoint's; "
+                                     "says what changes.")] = False,
 ) -> None:
     """Continue a stopped or failed run from its last checkpoint (a finished one: --as-new-run)."""
     folder = find_run_or_exit(run_ref)
@@ -255,8 +259,9 @@ def resume(
         return
     if max_steps is not None:
         fail("--max-steps goes with --as-new-run (a resumed run keeps its own steps)")
+    say = lambda line: console.print(visible(line), highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     try:
-        resume_run(folder)
+        resume_run(folder, allow_world_change=allow_world_change, report=say)
     except ValueError as err:
         fail(visible(err))
     state = folder.read_state()

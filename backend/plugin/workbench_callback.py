@@ -8,7 +8,15 @@ builds the callback as `cls(args, trainer)`. Configuration comes from the enviro
 workbench sets: WORKBENCH_RUN_DIR, and for fp16 WORKBENCH_LOSS_SCALE_INIT /
 WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL / WORKBENCH_INJECT_OVERFLOW_STEPS.
 
-Cost per step: nothing is read from the GPU between logging steps. The loss scale is
+Save on demand and on signal (#27, backend/runs/save.py): at the end of every step the callback looks
+for `<run>/save.request` (one stat) and for a signal caught since the last step: SIGUSR1 always,
+SIGTERM when the profile says `[run] save_on_term = true`. A request sets `control.should_save` (the
+checkpoint is written at the end of this step, its event says `requested`); a signal or a "stop"
+request also sets `control.should_training_stop`, and the run ends with run_end status "stopped" and
+the reason ("saved and stopped on SIGUSR1"). With several ranks one all-reduce per step makes every
+rank save at the same step (a signal may reach one rank only).
+
+Cost per step: nothing is read from the GPU between logging steps (but that all-reduce with several ranks). The loss scale is
 compared with its previous value as device tensors (no synchronisation), which counts
 every overflow exactly even when several happen between two logs.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +37,7 @@ from transformers import TrainerCallback
 
 from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
 from backend.hardware import NvidiaGpus, tree_rss_bytes
+from backend.runs.save import take_save_request
 from backend.watch.stacks import heartbeat_path, register_stack_dump
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
@@ -75,6 +85,11 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._cuda_peak: CudaMemory | None = None  # over the whole run (the allocator's peaks reset per phase)
         # NVML per GPU at each phase boundary: rank 0 only (one reading of every GPU), and never on CPU
         self._gpus = NvidiaGpus() if _rank() == 0 and torch.cuda.is_available() else None
+        self._run_dir = run_dir
+        self._signalled: str | None = None  # the signal caught since the last step end ("SIGUSR1", "SIGTERM")
+        self._requested: str | None = None  # why the checkpoint now being saved was asked for
+        self._stop_reason: str | None = None
+        self._install_save_signals(_run_profile(run_dir))
 
     # ------------------------------------------------------------ begin
 
@@ -189,6 +204,47 @@ class WorkbenchEventsCallback(TrainerCallback):
         optimizer = getattr(engine, "optimizer", None)
         return optimizer if hasattr(optimizer, "cur_scale") else None
 
+    # ------------------------------------------------------------ save on demand / on signal (#27)
+
+    def _install_save_signals(self, profile: dict[str, Any]) -> None:
+        names = ["SIGUSR1"] + (["SIGTERM"] if profile.get("run", {}).get("save_on_term") is True else [])
+        for name in names:
+            try:
+                signal.signal(getattr(signal, name), self._on_save_signal)
+            except (ValueError, OSError):  # not the main thread: the request file still works
+                pass
+
+    def _on_save_signal(self, signum: int, _frame: Any) -> None:
+        self._signalled = signal.Signals(signum).name  # acted on at the end of the current step
+
+    def _pending_request(self) -> tuple[int, str | None]:
+        """(0 nothing, 1 save, 2 save and stop) and why, agreed by every rank."""
+        code, reason = 0, None
+        if self._signalled is not None:
+            code, reason, self._signalled = 2, self._signalled, None
+        elif _rank() == 0:
+            request = take_save_request(self._run_dir)
+            if request is not None:
+                code, reason = (2 if request.action == "stop" else 1), request.reason
+        accelerator = self.trainer.accelerator
+        if accelerator.num_processes > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            agreed = torch.tensor([code], dtype=torch.int64, device=accelerator.device)
+            torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
+            if int(agreed.item()) != code:
+                code, reason = int(agreed.item()), "asked on another rank"
+        return code, reason
+
+    def _take_requests(self, state: Any, control: Any) -> None:
+        code, reason = self._pending_request()
+        if code == 0:
+            return
+        control.should_save = True
+        self._requested = reason
+        if code == 2:
+            control.should_training_stop = True
+            self._stop_reason = f"saved and stopped on {reason}" if reason and reason.startswith("SIG") else \
+                f"saved and stopped: {reason}"
+
     # ------------------------------------------------------------ per step
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -249,6 +305,7 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._heartbeat()
+        self._take_requests(state, control)
         # the flow callback (called first) has decided: evaluation, then saving, follow this step
         if control.should_evaluate:
             self._end_phase(state, "eval")
@@ -321,7 +378,8 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        self.writer.write("checkpoint", step=state.global_step, path=path)
+        self.writer.write("checkpoint", step=state.global_step, path=path, requested=self._requested)
+        self._requested = None
         if self._phase == "save":
             self._end_phase(state, "steady_step")
 
@@ -333,7 +391,8 @@ class WorkbenchEventsCallback(TrainerCallback):
             "run_end",
             step=state.global_step,
             max_steps=state.max_steps,
-            status="finished",
+            status="stopped" if self._stop_reason else "finished",
+            reason=self._stop_reason,
             runtime_seconds=time.monotonic() - self._start,
             peak_rss_bytes=self._peak_rss,
             cuda_peaks=peaks,
@@ -348,15 +407,19 @@ def _register_stack_dump(run_dir: Path) -> Any:
         return None
 
 
-def _debug_nan_steps(run_dir: Path) -> set[int]:
-    """[debug] inject_nan_steps of the run's profile snapshot (the trainer's only way to read it)."""
+def _run_profile(run_dir: Path) -> dict[str, Any]:
+    """The run's profile snapshot as plain data (the trainer's only way to read it); {} when unreadable."""
     import tomllib
 
     try:
-        data = tomllib.loads((run_dir / "profile.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return set()
-    return {int(s) for s in data.get("debug", {}).get("inject_nan_steps", [])}
+        return tomllib.loads((run_dir / "profile.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _debug_nan_steps(run_dir: Path) -> set[int]:
+    """[debug] inject_nan_steps of the run's profile snapshot."""
+    return {int(s) for s in _run_profile(run_dir).get("debug", {}).get("inject_nan_steps", [])}
 
 
 def _larger_peaks(kept: CudaMemory | None, now: CudaMemory) -> CudaMemory:

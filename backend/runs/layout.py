@@ -31,7 +31,15 @@ from backend.fs import LockTimeout, file_lock, write_text_atomic
 from backend.paths import data_dir
 from backend.profile import LaunchProfile, load_profile
 from backend.runs import process
+from backend.runs.checkpoints import (  # noqa: F401 (checkpoint_problem, WEIGHT_FILES: the old home's names)
+    WEIGHT_FILES,
+    CheckpointVerdict,
+    checkpoint_folders,
+    checkpoint_problem,
+    judge_checkpoint,
+)
 from backend.runs.process import current_boot_id, this_host
+from backend.runs.world import WORLD_FILE, read_world
 from backend.tail import last_lines, lines_before
 
 # unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
@@ -326,41 +334,25 @@ class RunFolder(StateFolder[RunState]):
     def read_profile(self) -> LaunchProfile:
         return load_profile(self.profile_path)
 
+    world_path = property(lambda self: self.path / WORLD_FILE)
+
     def checkpoints(self) -> list[Path]:
         """checkpoint-N folders of this run, by step."""
-        folder = self.output_dir
-        if not folder.is_dir():
-            return []
-        found = [p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"checkpoint-\d+", p.name)]
-        return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+        return checkpoint_folders(self.output_dir)
+
+    def world_size(self) -> int | None:
+        """The run's number of processes from its world record (None: no record, an older run)."""
+        world = read_world(self.world_path)
+        return world.world_size if world is not None else None
+
+    def checkpoint_verdicts(self) -> list[CheckpointVerdict]:
+        """Every checkpoint judged (backend.runs.checkpoints), by step."""
+        world_size = self.world_size()
+        return [judge_checkpoint(c, world_size) for c in self.checkpoints()]
 
     def complete_checkpoints(self) -> list[Path]:
-        """Checkpoints that can be used (resume, merge, report): see checkpoint_problem."""
-        return [c for c in self.checkpoints() if checkpoint_problem(c) is None]
-
-
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin",
-                "model.safetensors.index.json", "pytorch_model.bin.index.json")
-
-
-def checkpoint_problem(folder: Path) -> str | None:
-    """Why a checkpoint folder is incomplete (cut off by a stop or a full disk), or None.
-
-    The trainer writes the weights first and trainer_state.json last; both must be there and
-    not empty (DeepSpeed checkpoints keep their weights in global_step* folders)."""
-    def non_empty(path: Path) -> bool:
-        try:
-            return path.is_file() and path.stat().st_size > 0
-        except OSError:
-            return False
-
-    if not non_empty(folder / "trainer_state.json"):
-        return f"{folder.name} has no trainer_state.json (cut off while being saved)"
-    has_weights = any(non_empty(folder / name) for name in WEIGHT_FILES) or any(
-        p.is_dir() and p.name.startswith("global_step") for p in folder.iterdir())
-    if not has_weights:
-        return f"{folder.name} holds no weights file (cut off while being saved, or the disk was full)"
-    return None
+        """Checkpoints that can be used (resume, merge, report): see checkpoints.judge_checkpoint."""
+        return [v.path for v in self.checkpoint_verdicts() if v.complete]
 
 
 def _mtime(path: Path) -> float | None:

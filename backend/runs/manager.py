@@ -32,6 +32,7 @@ from backend.paths import is_builtin
 from backend.profile import LaunchProfile, save_profile
 from backend.refs import local_path, resolve_model
 from backend.runs import index
+from backend.runs.checkpoints import choose_resume_checkpoint
 from backend.runs.layout import (
     RESUMABLE_STATUSES,
     FolderBusy,
@@ -39,7 +40,6 @@ from backend.runs.layout import (
     RunFolder,
     RunState,
     StateUnreadable,
-    checkpoint_problem,
     new_run_id,
     workspace_dir,
 )
@@ -47,6 +47,7 @@ from backend.runs.outputs import claim_output_dir, output_dir_problem, release_o
 from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
 from backend.runs.reconcile import reconcile
 from backend.runs.verdict import judge_lost
+from backend.runs.world import World, changed_files, read_world, what_changes, world_differences, world_of, write_world
 from backend.units import size
 from backend.validate import Problem, errors, validate
 
@@ -204,7 +205,14 @@ def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, ba
                "shell": plan.shell_line()}
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
     run.write_state(run.new_state(profile.name))
+    write_world(run.world_path, profile_world(profile), plan.argv, base_dir)
     _write_forecast(run, profile, plan, base_dir)
+
+
+def profile_world(profile: LaunchProfile) -> World:
+    """The world shape a profile asks for (world.json records it at launch; a resume compares)."""
+    d, t = profile.distribution, profile.training
+    return world_of(d.num_machines, d.nproc_per_node, t.per_device_train_batch_size, t.gradient_accumulation_steps)
 
 
 def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None) -> None:
@@ -517,17 +525,43 @@ def _cancel_slurm_job(job_id: str) -> StopResult:
     return StopResult([f"sent SIGINT to SLURM job {job_id} (scancel); its supervisor records the end"], stopped=True)
 
 
-def resume_run(run: RunFolder) -> RunFolder:
-    """Start a stopped or failed run again in its folder from its last complete checkpoint; the
-    step count carries on. Refused (RunRefused, with why) for anything else."""
+def resume_run(run: RunFolder, *, allow_world_change: bool = False,
+               report: Callable[[str], None] = lambda _: None) -> RunFolder:
+    """Start a stopped or failed run again in its folder from its newest complete checkpoint; the
+    step count carries on. `report` hears (and the run's log keeps) each newer checkpoint skipped and
+    why, the files changed since launch, and what a world change changes. Refused (RunRefused, with
+    why) for anything else, and for a world shape (the run's profile.toml now) other than the launch's
+    unless `allow_world_change`."""
     try:
         with run.control("resume"):
-            return _resume_locked(run)
+            return _resume_locked(run, allow_world_change, report)
     except (FolderBusy, FolderNotWritable, StateUnreadable) as err:
         raise RunRefused(f"cannot resume {run.run_id}: {err}") from None
 
 
-def _resume_locked(run: RunFolder) -> RunFolder:
+def resume_world_check(run: RunFolder, allow_world_change: bool) -> tuple[World | None, list[str]]:
+    """The world now when it differs from the launch's and the change is allowed (the launch must be
+    rebuilt), else None; and the lines to say (changed files, what a world change changes).
+    RunRefused with the exact difference when the world changed and that is not allowed."""
+    record = read_world(run.world_path)
+    if record is None:
+        return None, []
+    notes = changed_files(record)
+    try:
+        now = profile_world(run.read_profile())
+    except (OSError, ValueError) as err:
+        raise RunRefused(f"cannot resume {run.run_id}: its profile.toml cannot be read ({err})") from None
+    differences = world_differences(record.world, now)
+    if not differences:
+        return None, notes
+    if not allow_world_change:
+        raise RunRefused(f"run {run.run_id}: the world differs from the checkpoint's: " + "; ".join(differences)
+                         + ". Put profile.toml's [distribution] / [training] back, or resume with "
+                           "--allow-world-change (the global batch, the steps per epoch and the data order change)")
+    return now, [*notes, f"world changed (allowed): {'; '.join(differences)}", *what_changes(record.world, now)]
+
+
+def _resume_locked(run: RunFolder, allow_world_change: bool, report: Callable[[str], None]) -> RunFolder:
     state = refresh(run)
     if state.status == "finished":
         last = run.complete_checkpoints()[-1:]
@@ -542,29 +576,41 @@ def _resume_locked(run: RunFolder) -> RunFolder:
     taken = _output_taken_by_other(run)
     if taken:
         raise RunRefused(f"cannot resume {run.run_id}: {taken}")
-    checkpoints = run.complete_checkpoints()
-    if not checkpoints:
-        why = "; ".join(filter(None, (checkpoint_problem(c) for c in run.checkpoints()[-2:])))
+    choice = choose_resume_checkpoint(run.checkpoints(), run.world_size())
+    if choice.checkpoint is None:
+        why = "; ".join(v.problem or "" for v in choice.skipped[:2])
         raise RunRefused(f"run {run.run_id} has no complete checkpoint to resume from" + (f" ({why})" if why else ""))
+    checkpoint = choice.checkpoint
     command = run.read_command()
     if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
         why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
         raise RunRefused(f"cannot resume {run.run_id}: {run.command_path.name} {why}, so the run's command is unknown")
+    new_world, notes = resume_world_check(run, allow_world_change)
+    if new_world is not None:
+        command = _rebuilt_command(run, command, new_world)
     argv = [a for a in command["argv"]]
     if "--resume_from_checkpoint" in argv:
         position = argv.index("--resume_from_checkpoint")
         del argv[position:position + 2]
-    argv += ["--resume_from_checkpoint", str(checkpoints[-1])]
+    argv += ["--resume_from_checkpoint", str(checkpoint)]
     command["argv"] = argv
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
+    from backend.runs.save import clear_save_request
+
+    clear_save_request(run.path)  # a request left by the last attempt must not save the new one at once
     run.write_state(state.model_copy(update={
-        "status": "starting", "attempt": state.attempt + 1, "resumed_from": str(checkpoints[-1]),
+        "status": "starting", "attempt": state.attempt + 1, "resumed_from": str(checkpoint),
         "exit_code": None, "signal": None, "failure_reason": None, "ended_at": None, "stop_requested": False,
         "trainer_pid": None, "trainer_started": None, "supervisor_pid": None, "supervisor_started": None,
         "host": run.new_state("").host, "boot_id": run.new_state("").boot_id,
     }))
+    said = [*choice.lines(), *notes]
+    for line in said:
+        report(line)
     with open(run.log_path, "a", encoding="utf-8") as log:
-        log.write(f"\n===== workbench: resuming from {checkpoints[-1]} (attempt {state.attempt + 1}) =====\n")
+        log.write(f"\n===== workbench: resuming from {checkpoint} (attempt {state.attempt + 1}) =====\n")
+        for line in said:
+            log.write(f"workbench: {line}\n")
     env = {k: v for k, v in command.get("env", {}).items() if isinstance(v, str) and v != "***"}
     env[run_marker(run.path).env] = run_marker(run.path).value
     try:
@@ -574,6 +620,21 @@ def _resume_locked(run: RunFolder) -> RunFolder:
         raise
     _record_supervisor(run, pid, started)
     return run
+
+
+def _rebuilt_command(run: RunFolder, command: dict[str, Any], world: World) -> dict[str, Any]:
+    """The run's launch built again from its profile.toml as it is now (another world shape), with the
+    model it launched with; the world record is updated to the new shape."""
+    record = read_world(run.world_path)
+    base_dir = Path(record.base_dir) if record is not None and record.base_dir else None
+    argv = command["argv"]
+    model = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
+    profile = run.read_profile()
+    plan = build_launch(profile, run.path, detect_hardware(), base_dir=base_dir, model_path=model)
+    plan.write_configs()
+    if record is not None:  # the launch's hashes stay: a later resume still compares with the launch
+        write_text_atomic(run.world_path, record.model_copy(update={"world": world}).model_dump_json(indent=2))
+    return {**command, "argv": plan.argv, "env": plan.redacted_env(), "cwd": plan.cwd, "shell": plan.shell_line()}
 
 
 def _output_taken_by_other(run: RunFolder) -> str | None:

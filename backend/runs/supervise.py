@@ -28,12 +28,14 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from backend.runs.layout import RunFolder
 from backend.runs.process import Marker, current_boot_id, run_marker, signal_processes, start_time_of, this_host
+from backend.runs.save import write_save_request
 from backend.runs.verdict import judge_exit
 from backend.watch.watchdog import append_watch_log, start_watchdog
 
@@ -75,20 +77,28 @@ class Kept(Protocol):
 
 
 class SignalRelay:
-    """SIGTERM to the supervisor goes to its command, also when it comes before the command exists."""
+    """SIGTERM to the supervisor goes to its command, also when it comes before the command exists.
+    `intercept` (a run's save on signal, #27) may take a SIGTERM or SIGUSR1 instead (True: taken)."""
 
-    def __init__(self) -> None:
+    def __init__(self, intercept: Callable[[int], bool] | None = None) -> None:
         self.child: subprocess.Popen[bytes] | None = None
         self.pending: int | None = None
         self.received = False
+        self.intercept = intercept
 
     def install(self) -> SignalRelay:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, self._on_signal)
+        # SIGUSR1 would end the supervisor by default: ignored unless the kind takes it
+        signal.signal(signal.SIGUSR1, self._on_signal if self.intercept else signal.SIG_IGN)
         return self
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self.intercept is not None and self.intercept(signum):
+            return
+        if signum != signal.SIGTERM:
+            return
         self.received = True
         if self.child is None:
             self.pending = signum  # delivered by `attach` once the command has started
@@ -104,7 +114,7 @@ class SignalRelay:
 
 def supervise(kept: Kept) -> int:
     """Keep one folder's command from start to recorded end (the module's docstring says how)."""
-    relay = SignalRelay().install()
+    relay = SignalRelay(getattr(kept, "intercept_signal", None)).install()
     stop_asked = kept.record_keeper(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
                                     supervisor_started=start_time_of(os.getpid()))
     if stop_asked or relay.received:  # stopped before it began: nothing is started
@@ -155,6 +165,20 @@ class RunKept:
 
     def record_keeper(self, **identity: object) -> bool:
         return self.run.update_state(**identity).stop_requested
+
+    def intercept_signal(self, signum: int) -> bool:
+        """SIGUSR1 (always) and SIGTERM (`[run] save_on_term`) become a "stop" save request: the trainer
+        saves at the end of its step and stops (backend/runs/save.py). Any other: not taken."""
+        if signum == signal.SIGTERM and not self._save_on_term():
+            return False
+        write_save_request(self.run.path, "stop", signal.Signals(signum).name)
+        return True
+
+    def _save_on_term(self) -> bool:
+        try:
+            return self.run.read_profile().run.save_on_term
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def command(self) -> Command:
         command = self.run.read_command()

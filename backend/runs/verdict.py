@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.events import EventReader, Log, RunBegin, RunEnd
+from backend.runs.checkpoints import choose_resume_checkpoint
 from backend.runs.diagnose import describe_exit
-from backend.runs.layout import RunFolder, RunState, checkpoint_problem
+from backend.runs.layout import RunFolder, RunState
 from backend.tail import first_lines
 
 EVENTS_SCAN_BYTES = 4 * 2**20  # the facts below come from the start and the end of events.jsonl
@@ -114,6 +115,9 @@ def judge_exit(run: RunFolder, code: int, stop_requested: bool) -> tuple[str, st
     tail, first_line = run.numbered_log_tail()
     status, reason, sig = describe_exit(code, tail, stop_requested=stop_requested, first_line=first_line)
     if status == "finished":
+        end = read_evidence(run.events_path).end
+        if end is not None and end.status == "stopped":  # saved and stopped when asked (#27)
+            return "stopped", end.reason or "saved and stopped when asked", None
         why = trained_nothing(run, tail)
         if why:
             return "failed", why, None
@@ -122,13 +126,8 @@ def judge_exit(run: RunFolder, code: int, stop_requested: bool) -> tuple[str, st
 
 def last_complete_checkpoint(run: RunFolder) -> tuple[Path | None, list[str]]:
     """The newest usable checkpoint, and why each newer one is not."""
-    skipped: list[str] = []
-    for checkpoint in reversed(run.checkpoints()):
-        problem = checkpoint_problem(checkpoint)
-        if problem is None:
-            return checkpoint, skipped
-        skipped.append(problem)
-    return None, skipped
+    choice = choose_resume_checkpoint(run.checkpoints(), run.world_size())
+    return choice.checkpoint, [v.problem or "" for v in choice.skipped]
 
 
 def judge_lost(run: RunFolder, state: RunState) -> tuple[str, str | None, str | None]:
@@ -140,6 +139,8 @@ def judge_lost(run: RunFolder, state: RunState) -> tuple[str, str | None, str | 
     checkpoint, skipped = last_complete_checkpoint(run)
     end = evidence.end
     finished = end is not None and end.status == "finished"
+    if end is not None and end.status == "stopped" and checkpoint is not None:  # saved and stopped when asked
+        return "stopped", f"{end.reason or 'saved and stopped when asked'} (the supervisor left no record)", None
     if end is not None and finished and checkpoint is not None:
         why = trained_nothing(run, tail, evidence)
         if why:

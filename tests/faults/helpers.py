@@ -52,7 +52,9 @@ def fake_run(workspace: Path, run_id: str = "20260101-120000-fake-0001", *, stat
 
 def complete_checkpoint(folder: Path, step: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    # what a real single-process LoRA checkpoint holds to be resumable (backend/runs/checkpoints.py)
+    for name in ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (folder / name).write_bytes(b"\0" * 64)
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     return folder
 
