@@ -9,7 +9,6 @@ import typer
 
 from backend.cli.common import console, fail, find_run_or_exit
 from backend.fs import LockTimeout
-from backend.runs.scoreboard import ScoreboardError, pin, scoreboard, text_lines, unpin
 
 
 def checkpoints(
@@ -22,6 +21,8 @@ def checkpoints(
 ) -> None:
     """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
     pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
+    from backend.runs.scoreboard import ScoreboardError, pin, scoreboard, text_lines, unpin
+
     run = find_run_or_exit(run_ref)
     for step, act in ((pin_step, pin), (unpin_step, unpin)):
         if step is None:

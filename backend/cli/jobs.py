@@ -26,7 +26,8 @@ from backend.jobs.job import JobFolder, list_jobs, refresh_job
 from backend.jobs.targets import TargetError, resolve_target
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")]
-CheckpointOpt = Annotated[int | None, typer.Option("--checkpoint", "-c", help="Checkpoint step (default: newest).")]
+CheckpointOpt = Annotated[int | None, typer.Option("--checkpoint", "-c", help="Checkpoint step (default: the best, "
+                                                   "as `workbench checkpoints RUN` ranks them).")]
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Start the job and return at once.")]
 
 
@@ -154,7 +155,7 @@ def _follow_job(job: JobFolder) -> None:
 
 
 def chat(
-    ref: Annotated[str, typer.Argument(metavar="RUN|MODEL_DIR", help="A run (its newest checkpoint unless "
+    ref: Annotated[str, typer.Argument(metavar="RUN|MODEL_DIR", help="A run (its best checkpoint unless "
                                        "--checkpoint), a checkpoint or model folder, builtin:tiny-qwen2, a hub id.")],
     checkpoint: CheckpointOpt = None,
     merged: Annotated[bool, typer.Option("--merged", help="The run's merged model (see workbench merge).")] = False,
@@ -174,6 +175,8 @@ def chat(
         target = resolve_target(ref, checkpoint=checkpoint, merged=merged, model_type=model_type, template=template)
     except TargetError as err:
         fail(str(err))
+    if target.reason:
+        err_console.print(f"checkpoint: {target.reason}", highlight=False, markup=False, soft_wrap=True)
     settings = GenerationSettings(system=system, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     if settings.problems():
         fail("; ".join(settings.problems()))

@@ -88,7 +88,8 @@ def plan_infer(run: RunFolder, *, dataset: list[str] | None = None, out: Path | 
     spec = JobSpec(kind="infer", description=f"answer {', '.join(Path(s).name for s in sources)} with {target.label}",
                    argv=argv, cwd=str(Path(__file__).resolve().parents[2]), output=str(out),
                    finish=InferFinish(partial=str(partial), out=str(out)),
-                   notes=[f"model: {target.label}", f"dataset: {', '.join(sources)}", f"results: {out}"])
+                   notes=[f"model: {target.label}", *([f"checkpoint: {target.reason}"] if target.reason else []),
+                          f"dataset: {', '.join(sources)}", f"results: {out}"])
     return job_id, spec
 
 

@@ -28,7 +28,13 @@ from typing import Any
 
 from backend.fs import write_text_atomic
 from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
-from backend.jobs.targets import MODEL_RECORD, TargetError, is_adapter_checkpoint, pick_checkpoint, read_checkpoint_args
+from backend.jobs.targets import (
+    MODEL_RECORD,
+    TargetError,
+    choose_checkpoint,
+    is_adapter_checkpoint,
+    read_checkpoint_args,
+)
 from backend.runs.layout import RunFolder
 from backend.units import MIB
 
@@ -77,7 +83,7 @@ def plan_merge(run: RunFolder, checkpoint: int | None = None, *, output: Path | 
                replace: bool = False) -> MergePlan:
     """Check everything and build the export command; raises MergeRefused, writes nothing."""
     try:
-        found = pick_checkpoint(run, checkpoint)
+        found, why = choose_checkpoint(run, checkpoint)
     except TargetError as err:
         raise MergeRefused(str(err)) from None
     _check_checkpoint(found)
@@ -93,7 +99,8 @@ def plan_merge(run: RunFolder, checkpoint: int | None = None, *, output: Path | 
         "model_type": args.get("model_type"), "template": args.get("template"),
         "torch_dtype": args.get("torch_dtype"), "quantization": _quantization(args),
     }
-    return MergePlan(run.run_id, found, target, temp, replace, argv, record, _notes(found, target, args, replace))
+    return MergePlan(run.run_id, found, target, temp, replace, argv, record,
+                     [f"checkpoint: {why}", *_notes(found, target, args, replace)])
 
 
 def _check_checkpoint(checkpoint: Path) -> None:

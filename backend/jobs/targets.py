@@ -1,6 +1,7 @@
 """What a chat or an inference loads: a base model plus adapter, a merged model, or a model folder.
 
-A reference can be a run (id or folder; its newest checkpoint unless one is named), a
+A reference can be a run (id or folder; its best checkpoint unless one is named: the scoreboard's, by
+the profile's metric, see backend.runs.scoreboard), a
 checkpoint folder, a model folder, a built-in model (`builtin:tiny-qwen2`) or a hub id.
 swift's `args.json` beside a checkpoint names the base model, its model_type and template,
 so a run's checkpoints need no extra flags; a merged model carries the same facts in
@@ -39,6 +40,8 @@ class ModelTarget:
     label: str = ""
     # the model before fine-tuning, for the side-by-side comparison; None when unknown
     base_model: str | None = field(default=None, compare=False)
+    # which checkpoint of a run was taken and why ("checkpoint-6: lowest eval loss 1.23"); "" otherwise
+    reason: str = field(default="", compare=False)
 
     def worker_args(self) -> list[str]:
         """Loading flags shared by the chat worker and the batch-inference worker."""
@@ -154,38 +157,53 @@ def _find_run_or_none(ref: str) -> Path | None:
 
 
 def target_of_run(run_dir: Path, *, checkpoint: int | None = None, merged: bool = False) -> ModelTarget:
-    """A run's checkpoint (the newest unless `checkpoint`), or its merged model with `merged`."""
+    """A run's checkpoint (the best unless `checkpoint`), or its merged model with `merged`."""
     run = RunFolder(run_dir)
     if merged:
         return _merged_of_run(run, checkpoint)
-    found = pick_checkpoint(run, checkpoint)
-    return from_checkpoint(found, label=f"{run.run_id} {found.name}")
+    found, why = choose_checkpoint(run, checkpoint)
+    return replace(from_checkpoint(found, label=f"{run.run_id} {found.name}"), reason=why)
 
 
-def newest_model_of_run(run_dir: Path) -> ModelTarget:
-    """What "chat with this run" means: the merged model of the newest checkpoint when one was made
+def best_model_of_run(run_dir: Path) -> ModelTarget:
+    """What "chat with this run" means: the merged model of its best checkpoint when one was made
     (the user merged it to use it), else that checkpoint with its adapter."""
     run = RunFolder(run_dir)
-    newest = pick_checkpoint(run, None)
+    best, why = choose_checkpoint(run, None)
     try:
-        return _merged_of_run(run, int(newest.name.rsplit("-", 1)[1]))
+        return replace(_merged_of_run(run, int(best.name.rsplit("-", 1)[1])), reason=f"{why} (its merged model)")
     except (TargetError, ValueError):
-        return from_checkpoint(newest, label=f"{run.run_id} {newest.name}")
+        return replace(from_checkpoint(best, label=f"{run.run_id} {best.name}"), reason=why)
 
 
 def pick_checkpoint(run: RunFolder, step: int | None) -> Path:
-    """checkpoint-<step> of a run (the newest when `step` is None), or TargetError."""
+    """checkpoint-<step> of a run (the best when `step` is None), or TargetError."""
+    return choose_checkpoint(run, step)[0]
+
+
+def choose_checkpoint(run: RunFolder, step: int | None) -> tuple[Path, str]:
+    """(checkpoint folder, why it was taken): checkpoint-<step> when asked for (a pinned copy when rotation
+    deleted the original), else the scoreboard's best; the newest when nothing ranks them."""
+    from backend.runs.scoreboard import pinned_dir, scoreboard  # numpy: only when a run's checkpoint is chosen
+
     checkpoints = run.checkpoints()
+    if step is not None:
+        for found in [*checkpoints, pinned_dir(run) / f"checkpoint-{step}"]:
+            if found.name == f"checkpoint-{step}" and found.is_dir():
+                return found, f"{found.name}: asked for"
+        steps = ", ".join(p.name.split("-")[1] for p in checkpoints) or "none"
+        raise TargetError(f"run {run.run_id} has no checkpoint-{step}; it has: {steps}")
+    board = scoreboard(run)
+    best = board.best
+    if best is not None and best.path is not None:
+        return best.path, board.reason(best)
     if not checkpoints:
         raise TargetError(f"run {run.run_id} has no checkpoint yet (checkpoints appear every "
                           "training.save_steps steps and at the end)")
-    if step is None:
-        return checkpoints[-1]
-    for found in checkpoints:
-        if found.name == f"checkpoint-{step}":
-            return found
-    steps = ", ".join(p.name.split("-")[1] for p in checkpoints)
-    raise TargetError(f"run {run.run_id} has no checkpoint-{step}; it has: {steps}")
+    complete = [row.path for row in board.rows if row.complete and row.path is not None]
+    if complete:
+        return complete[-1], f"{complete[-1].name}: the newest (no loss was recorded to rank the checkpoints)"
+    return checkpoints[-1], f"{checkpoints[-1].name}: the newest (none is complete)"
 
 
 def _merged_of_run(run: RunFolder, step: int | None) -> ModelTarget:

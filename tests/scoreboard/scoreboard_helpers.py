@@ -10,13 +10,14 @@ from backend.events import EventWriter
 from backend.profile import LaunchProfile, save_profile
 from backend.runs.layout import RunFolder
 
-WEIGHTS_BYTES = 10_240  # + five 2-byte files: 10,250 bytes = "10.0 KiB"
+WEIGHTS_BYTES = 10_240  # + five 2-byte files and args.json (68 bytes): 10,318 bytes = "10.1 KiB"
 
 
 def fake_checkpoint(run: RunFolder, step: int, complete: bool = True, weights: int = WEIGHTS_BYTES) -> Path:
     folder = run.path / "output" / f"checkpoint-{step}"
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text("{}")
+    (folder / "args.json").write_text('{"model": "/models/base", "model_type": "qwen2", "template": "qwen"}')
     (folder / "adapter_model.safetensors").write_bytes(b"\0" * weights)
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):  # what a resume reads back (2 bytes each)
         (folder / name).write_bytes(b"\0\0")

@@ -32,9 +32,9 @@ def test_table_rows(tmp_path: Path) -> None:
         "best: checkpoint-4: lowest eval loss 1.5",
         "",
         "   checkpoint    train loss  loss EMA  eval loss  size      pinned  state",
-        "   checkpoint-2  3           3         2.5        10.0 KiB          complete",
-        "*  checkpoint-4  1           1.947     1.5        10.0 KiB          complete",
-        "   checkpoint-6  0.25        1.321     1.75       10.0 KiB          complete",
+        "   checkpoint-2  3           3         2.5        10.1 KiB          complete",
+        "*  checkpoint-4  1           1.947     1.5        10.1 KiB          complete",
+        "   checkpoint-6  0.25        1.321     1.75       10.1 KiB          complete",
     ]
 
 
@@ -46,9 +46,9 @@ def test_json(tmp_path: Path) -> None:
     assert (data["metric"], data["basis"], data["best_step"]) == ("loss", "eval", 4)
     assert data["best_reason"] == "checkpoint-4: lowest eval loss 1.5"
     assert [(r["step"], r["train_loss"], r["eval_value"], r["size_bytes"], r["status"], r["pinned"], r["best"])
-            for r in data["rows"]] == [(2, 3.0, 2.5, 10_250, "complete", False, False),
-                                       (4, 1.0, 1.5, 10_250, "complete", False, True),
-                                       (6, 0.25, 1.75, 10_250, "complete", False, False)]
+            for r in data["rows"]] == [(2, 3.0, 2.5, 10_318, "complete", False, False),
+                                       (4, 1.0, 1.5, 10_318, "complete", False, True),
+                                       (6, 0.25, 1.75, 10_318, "complete", False, False)]
 
 
 def test_pin_survives_rotation_and_unpin(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_pin_survives_rotation_and_unpin(tmp_path: Path) -> None:
     assert json.loads((run.path / "pins.json").read_text()) == {"pinned": [2]}
     shutil.rmtree(run.path / "output" / "checkpoint-2")  # what swift's rotation does
     code, out = checkpoints(str(run.path))
-    assert "   checkpoint-2  3           3         2.5        10.0 KiB  pinned (only copy)  complete" in out.splitlines()
+    assert "   checkpoint-2  3           3         2.5        10.1 KiB  pinned (only copy)  complete" in out.splitlines()
     code, out = checkpoints(str(run.path), "--unpin", "2")
     assert code == 2 and "is the only copy of checkpoint-2 left" in out and "nothing was changed" in out
     assert copy.is_file()

@@ -1,5 +1,5 @@
-"""What the monitor does to its run, each after asking: stop it (x), merge its newest LoRA
-checkpoint (m), chat with its newest model (t). A mixin of MonitorScreen: it needs `feed`
+"""What the monitor does to its run, each after asking: stop it (x), merge its best LoRA
+checkpoint (m), chat with its best model (t) (best: the scoreboard's, backend.runs.scoreboard). A mixin of MonitorScreen: it needs `feed`
 (the run folder) and posts the screen's `Changed` after a stop."""
 
 from __future__ import annotations
@@ -45,6 +45,29 @@ class RunActions(_Base):
 
         self.app.push_screen(ConfirmModal("Stop the run", body, "Stop"), answered)
 
+    def action_save_now(self) -> None:
+        """A checkpoint now (#27): the trainer saves at the end of its current step and goes on."""
+        state = self.feed.state
+        if state is None or state.status not in ("running", "starting"):
+            self.notify(f"the run is {state.status if state else 'unknown'}; only a running run can save now",
+                        severity="warning")
+            return
+        self.notify("asked for a checkpoint at the end of this step…", timeout=3)
+        self._save_now()
+
+    @work(thread=True, group="monitor-save", exclusive=True, exit_on_error=False, description="Saving a checkpoint")
+    def _save_now(self) -> None:
+        from backend.runs.manager import RunRefused
+        from backend.runs.save_now import ask_for_checkpoint
+
+        try:
+            outcome = ask_for_checkpoint(self.feed.run, timeout=120)
+        except RunRefused as err:
+            self.app.notify(str(err), title="Not saved", severity="warning", markup=False)
+            return
+        self.app.notify("\n".join(outcome.lines), title="Checkpoint saved" if outcome.checkpoint else "No checkpoint yet",
+                        severity="information" if outcome.checkpoint else "warning", markup=False, timeout=10)
+
     @work(thread=True, group="monitor-stop", exit_on_error=False, description="Stopping the run")
     def _stop_run(self) -> None:
         lines = stop_run(self.feed.run)
@@ -52,7 +75,7 @@ class RunActions(_Base):
         self.stopped()
 
     def action_merge(self) -> None:
-        body = ("Runs `swift export --merge_lora true` on the newest checkpoint as a job of this run. The merged "
+        body = ("Runs `swift export --merge_lora true` on the best checkpoint as a job of this run. The merged "
                 "model goes into a new folder under merged/; nothing existing is overwritten.")
 
         def answered(yes: bool | None) -> None:
@@ -72,8 +95,12 @@ class RunActions(_Base):
         except MergeRefused as err:
             self.app.notify(str(err), title="Merge refused", severity="error", timeout=10, markup=False)
             return
-        target = job.read_spec().output
-        self.app.notify(f"merging into {target} (job {job.job_id})", title="Merge started", markup=False)
+        spec = job.read_spec()
+        target = spec.output
+        name, _, why = next((n.removeprefix("checkpoint: ") for n in spec.notes if n.startswith("checkpoint: ")),
+                            "").partition(": ")
+        which = f"{name} ({why}) " if why else ""
+        self.app.notify(f"merging {which}into {target} (job {job.job_id})", title="Merge started", markup=False)
         while (state := refresh_job(job)).is_active and not get_current_worker().is_cancelled:
             time.sleep(1.0)
         if state.status == "finished":
@@ -85,10 +112,10 @@ class RunActions(_Base):
                             severity="error", timeout=15)
 
     def action_chat(self) -> None:
-        from backend.jobs.targets import TargetError, newest_model_of_run
+        from backend.jobs.targets import TargetError, best_model_of_run
 
         try:
-            target = newest_model_of_run(self.feed.run.path)
+            target = best_model_of_run(self.feed.run.path)
         except TargetError as err:
             self.app.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
             return
