@@ -8,6 +8,7 @@ may follow. The bench (bench/terminal_traffic.py) measures the same in a real pt
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait_for
@@ -19,18 +20,23 @@ from tui.screens.runs import RunsScreen
 from tui.widgets.metric_plots import MetricPlot
 
 
+QUIET_SECONDS = 0.6  # many of Textual's refresh rounds (60 per second) and more than one 0.1 s poll
+
+
 class TerminalBytes:
     """Counts the frames and bytes the app sends to its terminal (headless apps send none: rendered here)."""
 
     def __init__(self, app: WorkbenchApp) -> None:
         self.frames = 0
         self.bytes = 0
+        self.last_frame = time.monotonic()
         display = app._display
 
         def counting(screen, update) -> None:
             if update is not None:
                 self.frames += 1
                 self.bytes += len(update.render_segments(app.console).encode())
+                self.last_frame = time.monotonic()
             display(screen, update)
 
         app._display = counting  # type: ignore[method-assign]
@@ -38,14 +44,22 @@ class TerminalBytes:
     def reset(self) -> None:
         self.frames = self.bytes = 0
 
+    async def until_quiet(self, pilot: Pilot, quiet: float = QUIET_SECONDS, timeout: float = 30.0) -> None:
+        """Wait until no frame was written for `quiet` seconds (a window that closes at a fixed time lets
+        a late repaint escape the count). A screen that never goes quiet fails the test by its count."""
+        began = time.monotonic()
+        while time.monotonic() - max(self.last_frame, began) < quiet and time.monotonic() - began < timeout:
+            await pilot.pause(0.05)
+
 
 async def watched_rounds(pilot: Pilot, counter: TerminalBytes, rounds, count: int = 4) -> tuple[int, int]:
-    """Frames and bytes written while the screen runs `count` more of its update rounds."""
-    await pilot.pause()
+    """Frames and bytes written while the screen runs `count` more of its update rounds, counted until the
+    screen has been quiet for a while after the last round (a repaint that a round caused is counted)."""
+    await counter.until_quiet(pilot)
     counter.reset()
     start = rounds()
     await wait_for(pilot, lambda: rounds() >= start + count, what=f"{count} update rounds")
-    await pilot.pause()
+    await counter.until_quiet(pilot)
     return counter.frames, counter.bytes
 
 

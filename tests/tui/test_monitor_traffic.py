@@ -22,7 +22,7 @@ async def test_each_new_step_of_a_live_run_sends_a_few_hundred_bytes(tmp_path: P
     async with app.run_test(size=(120, 36)) as pilot:
         counter = TerminalBytes(app)
         monitor = await open_monitor(pilot, run.path, poll_interval=0.2, system_monitor=FixedSystem(run.path))
-        await pilot.pause(0.5)
+        await counter.until_quiet(pilot)
         counter.reset()
         for step in range(41, 51):
             with open(run.events_path, "a") as events:
@@ -31,7 +31,7 @@ async def test_each_new_step_of_a_live_run_sends_a_few_hundred_bytes(tmp_path: P
                                          "grad_norm": 1.0 + step % 3 / 10}) + "\n")
             await wait_for(pilot, lambda step=step: f"@ {step}" in str(monitor.query_one("#loss-summary").content),
                            what=f"step {step} on screen")
-        await pilot.pause(0.5)
+        await counter.until_quiet(pilot)  # the last step's repaint counts too, however late it comes
         assert counter.frames >= 10  # every step reached the screen
         assert counter.bytes / 10 < 2_000, f"{counter.bytes} bytes for 10 steps: the screen was repainted"
 
@@ -52,7 +52,7 @@ async def test_each_new_alert_after_the_first_sends_a_few_lines(tmp_path: Path, 
                                          "action": "alert", "id": f"d{number}"}) + "\n")
             panel.check()
             await wait_for(pilot, lambda number=number: f"loss is diverging ({number})" in str(panel.render()), what="the alert")
-            await pilot.pause(0.3)
+            await counter.until_quiet(pilot)
             sent.append(counter.bytes)
         # the first alert opens the panel (the screen is laid out again); the next ones change its lines and the
         # loss plot's marks only. A panel that grew with each alert re-sent the whole screen twice: ~20 KB each.
@@ -85,14 +85,16 @@ async def test_the_progress_line_of_a_running_run_sends_nothing_until_its_number
             await pilot.pause(0.2)
         assert "━" in shown_line(app) and " 40% step 400/1000" in shown_line(app)
         counter = TerminalBytes(app)
+        await counter.until_quiet(pilot)
+        counter.reset()
         await pilot.pause(3.0)  # between two polls (and the clock stands): nothing to send
         assert (counter.frames, counter.bytes) == (0, 0)
         line.show(state, numbers(400), now=1.0e9 + 60)  # a poll that found no new step
-        await pilot.pause(0.5)
+        await counter.until_quiet(pilot)
         assert (counter.frames, counter.bytes) == (0, 0)
         line.show(state, numbers(410), now=1.0e9 + 60)  # one percent more: the bar's line changes
         await wait_for(pilot, lambda: counter.frames > 0, what="the new step's frame")
-        await pilot.pause(0.3)
+        await counter.until_quiet(pilot)
         assert " 41% step 410/1000" in shown_line(app) and 0 < counter.bytes < 600, counter.bytes
 
 
