@@ -2,7 +2,8 @@
 both import (the profile sits on the ground floor, the watchdog and sinks that read it above).
 
 `[watch]` sets the thresholds of the watchdog that runs in each run's supervisor and what it does
-for each alert kind (`alert`, or `stop`: a clean stop that keeps the last checkpoint).
+for each alert kind (`alert`, or `stop`: a clean stop that keeps the last checkpoint; for `overfit`, at
+the next checkpoint, so the evaluation that raised it has its checkpoint).
 `[notify]` says where alerts go; keys left unset come from the user-level notify.toml
 (backend.watch.config).
 """
@@ -14,9 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ALERT_KINDS = ("finished", "stopped", "failed", "hang", "nonfinite", "divergence", "loss_scale",
-               "gpu_memory", "host_memory", "disk", "throughput", "watchdog")
+               "gpu_memory", "host_memory", "disk", "throughput", "overfit", "watchdog")
 ActionableKind = Literal["hang", "nonfinite", "divergence", "loss_scale", "gpu_memory", "host_memory", "disk",
-                         "throughput"]
+                         "throughput", "overfit"]
 
 
 class _Section(BaseModel):
@@ -37,6 +38,8 @@ class WatchSection(_Section):
     disk_margin: float = Field(1.2, ge=1, description="Disk: alert when free space < this x the next checkpoint's forecast size.")
     throughput_fraction: float = Field(0.5, gt=0, lt=1, description="Alert when steps/s stays below this fraction of its median ...")
     throughput_window: int = Field(3, ge=1, description="... for this many log records in a row.")
+    overfit_evals: int = Field(3, ge=1, description="Overfit: the eval loss rose at this many evaluations in a "
+                                                    "row while the train loss fell (action stop: at the next checkpoint).")
     poll_seconds: float = Field(1.0, gt=0, le=60, description="How often the watchdog reads the events file.")
     stop_grace_seconds: float = Field(20.0, ge=0, description="A `stop` action: seconds between SIGINT, SIGTERM and SIGKILL.")
     actions: dict[ActionableKind, Literal["alert", "stop", "off"]] = Field(

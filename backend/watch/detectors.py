@@ -277,6 +277,65 @@ class ThroughputDetector:
                          "records_below": self._low, "tokens_per_second": log.tokens_per_second})]
 
 
+class OverfitDetector:
+    """The eval loss rose at `evals` evaluations in a row while the train loss fell: overfitting.
+
+    The train loss of an evaluation is the mean of the rank-0 losses logged since the one before (one
+    logged loss is too noisy to say "fell"); it fell when the streak's last one is below the one at the
+    evaluation where the streak began. Raised once per streak; an evaluation that does not rise re-arms it."""
+
+    kind = "overfit"
+
+    def __init__(self, evals: int, key: str = "eval_loss"):
+        self.evals, self.key = evals, key
+        self._losses: list[float] = []  # rank-0 train losses logged since the last evaluation
+        self._train: float | None = None  # the interval's mean train loss at the last evaluation
+        self._last: tuple[int, float, float | None] | None = None  # (step, eval loss, train loss) of the last eval
+        self._lowest: tuple[int, float] | None = None  # (step, eval loss) of the lowest evaluation so far
+        self._start: tuple[int, float, float | None] | None = None  # the evaluation the rising streak began after
+        self.rises = 0
+        self._raised = False
+
+    def on_event(self, event: Event) -> list[Finding]:
+        log = _rank0_log(event)
+        if log is not None and log.loss is not None:
+            self._losses.append(log.loss)
+            return []
+        if not isinstance(event, Eval) or event.rank != 0 or event.step is None:
+            return []
+        value = event.metrics.get(self.key)
+        if value is None:
+            return []
+        if self._losses:
+            self._train = sum(self._losses) / len(self._losses)
+            self._losses = []
+        current = (event.step, value, self._train)
+        previous, self._last = self._last, current
+        if self._lowest is None or value < self._lowest[1]:
+            self._lowest = (event.step, value)
+        if previous is None or value <= previous[1]:
+            self.rises, self._start, self._raised = 0, None, False
+            return []
+        if self.rises == 0:
+            self._start = previous
+        self.rises += 1
+        start = self._start
+        assert start is not None
+        fell = start[2] is not None and self._train is not None and self._train < start[2]
+        if self.rises < self.evals or not fell or self._raised:
+            return []
+        self._raised = True
+        lowest = self._lowest
+        assert lowest is not None
+        return [Finding(self.kind, f"overfitting: the eval loss rose at {self.rises} evaluations in a row "
+                                   f"({start[1]:.4g} at step {start[0]} to {value:.4g} at step {event.step}) while "
+                                   f"the train loss fell ({start[2]:.4g} to {self._train:.4g}); the lowest eval loss "
+                                   f"was {lowest[1]:.4g} at step {lowest[0]}", event.step,
+                        {"eval_loss": value, "eval_loss_at_start": start[1], "start_step": start[0],
+                         "train_loss": self._train, "train_loss_at_start": start[2], "rises_in_a_row": self.rises,
+                         "limit": self.evals, "best_step": lowest[0], "best_eval_loss": lowest[1]})]
+
+
 class ThresholdLatch:
     """Once-per-episode alerting for a reading compared with a limit (memory, disk)."""
 
@@ -356,5 +415,6 @@ def event_detectors(config: WatchSection) -> list[Any]:
         found.append(NonfiniteDetector())
     found += [DivergenceDetector(config.divergence_factor, config.divergence_window),
               LossScaleDetector(config.loss_scale_min, config.overflow_run),
-              ThroughputDetector(config.throughput_fraction, config.throughput_window)]
+              ThroughputDetector(config.throughput_fraction, config.throughput_window),
+              OverfitDetector(config.overfit_evals)]
     return found

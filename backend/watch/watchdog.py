@@ -65,6 +65,7 @@ class Watchdog:
         self.run_begin: RunBegin | None = None
         self.last_step: int | None = None
         self.stopped_by: Alert | None = None
+        self.stop_at_checkpoint: Alert | None = None  # an overfit `stop`: done once the next checkpoint is saved
         self.raised: list[Alert] = []
         self._stop = threading.Event()
         self._close_timeout = 30.0  # the sinks' last deliveries: set by `finish`
@@ -125,7 +126,11 @@ class Watchdog:
         raised: list[Alert | None] = []
         checkpointed = False
         for event in self.reader.read_new():
-            checkpointed |= self._note(event, now)
+            saved = self._note(event, now)
+            checkpointed |= saved
+            if saved and self.stop_at_checkpoint is not None and self.stopped_by is None:
+                self.stopped_by = self.stop_at_checkpoint
+                self.stop_run(self.stop_at_checkpoint)
             for detector in self.detectors:
                 raised += [self.raise_alert(f) for f in detector.on_event(event)]
         if ticks:
@@ -206,7 +211,9 @@ class Watchdog:
         self.raised.append(alert)
         if self.dispatcher is not None:
             self.dispatcher.submit(alert)
-        if action == "stop" and self.stopped_by is None:
+        if action == "stop" and finding.kind == "overfit":
+            self.stop_at_checkpoint = self.stop_at_checkpoint or alert  # the evaluation's checkpoint comes next
+        elif action == "stop" and self.stopped_by is None:
             self.stopped_by = alert
             self.stop_run(alert)
         return alert
