@@ -47,6 +47,7 @@ from tui.widgets.log_tail import LogTail
 from tui.widgets.memory_panel import MemoryPanel
 from tui.widgets.monitor_panels import PANELS, MetricPanels
 from tui.widgets.run_progress import RunProgress
+from tui.widgets.scoreboard import ScoreboardPanel
 from tui.worker_failures import WorkerFailures
 
 ZOOMS: tuple[int | None, ...] = (None, 1000, 200, 50)
@@ -76,6 +77,8 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         Binding("m", "merge", "Merge", id="monitor-merge",
                 tooltip="Merge the best LoRA checkpoint (workbench checkpoints RUN) into the base model, as a new folder (asks first)"),
         Binding("t", "chat", "Chat", id="monitor-chat", tooltip="Chat with the best checkpoint (or its merged model), tokens streaming"),
+        Binding("c", "toggle_scoreboard", "Checkpoints", id="monitor-checkpoints",
+                tooltip="The checkpoint scoreboard in place of the log: best marked *, enter chats, m merges, p pins"),
         Binding("i", "next_interval", "Interval", id="monitor-interval",
                 tooltip="Update interval: 0.5 / 1 / 2 / 5 / 10 s (a longer one sends less over a slow link)"),
         Binding("b", "toggle_low_bandwidth", "Low bw", id="monitor-low-bandwidth",
@@ -170,6 +173,7 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
             MonitorScreen.low_bandwidth, MonitorScreen.version, MonitorScreen.reading, MonitorScreen.alert_steps)
         yield AlertsPanel(self.feed.run.path, id="alerts")  # the watchdog's alerts (#15)
         yield LogTail(id="log-tail")
+        yield ScoreboardPanel(self.feed.run.path, id="scoreboard")  # key c, in place of the log (#24)
         yield Footer()
 
     def _read_forecast(self) -> dict | None:
@@ -273,6 +277,9 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         log.set_diagnosis(self.feed.diagnosis, self._fallback_diagnosis())
         self.query_one(MemoryPanel).show(self.sample, self.feed.store.last_log, self.feed.store.memory_phases)
         self._follow_activity()
+        board = self.query_one(ScoreboardPanel)
+        if board.has_class("-shown"):
+            board.reload()
         self.redraw_seconds = time.perf_counter() - started
         self.redraw_cpu_seconds = time.thread_time() - cpu
         self.redraws += 1
@@ -344,6 +351,25 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         at = ZOOMS.index(self.zoom) if self.zoom in ZOOMS else -1  # a zoom set elsewhere goes back to all
         self.zoom = ZOOMS[(at + 1) % len(ZOOMS)]
         self.notify("all steps" if self.zoom is None else f"last {self.zoom} steps", timeout=2)
+
+    def action_toggle_scoreboard(self) -> None:
+        board = self.query_one(ScoreboardPanel)
+        shown = not board.has_class("-shown")
+        board.set_class(shown, "-shown")
+        self.query_one(LogTail).display = not shown
+        if shown:
+            board.reload()
+            board.query_one("DataTable").focus()
+        else:
+            self.set_focus(None)
+
+    @on(ScoreboardPanel.ChatAsked)
+    def _chat_with_row(self, event: ScoreboardPanel.ChatAsked) -> None:
+        self.action_chat(event.step)
+
+    @on(ScoreboardPanel.MergeAsked)
+    def _merge_row(self, event: ScoreboardPanel.MergeAsked) -> None:
+        self.action_merge(event.step)
 
     def action_next_panel(self) -> None:
         order = ("",) + PANELS

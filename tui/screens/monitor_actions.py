@@ -74,24 +74,25 @@ class RunActions(_Base):
         self.app.notify("\n".join(lines), title=f"Stopped {self.feed.run.run_id}")
         self.stopped()
 
-    def action_merge(self) -> None:
-        body = ("Runs `swift export --merge_lora true` on the best checkpoint as a job of this run. The merged "
+    def action_merge(self, step: int | None = None) -> None:
+        which = "the best checkpoint" if step is None else f"checkpoint-{step}"
+        body = (f"Runs `swift export --merge_lora true` on {which} as a job of this run. The merged "
                 "model goes into a new folder under merged/; nothing existing is overwritten.")
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._merge()
+                self._merge(step)
 
         self.app.push_screen(ConfirmModal("Merge the LoRA", body, "Merge", danger=False), answered)
 
     @work(thread=True, group="monitor-merge", exclusive=True, exit_on_error=False, description="Merging the LoRA")
-    def _merge(self) -> None:
+    def _merge(self, step: int | None = None) -> None:
         """Start `swift export --merge_lora` as a tracked job and report how it ends."""
         from backend.jobs.job import refresh_job
         from backend.jobs.merge import MergeRefused, start_merge
 
         try:
-            job = start_merge(self.feed.run)
+            job = start_merge(self.feed.run, step)
         except MergeRefused as err:
             self.app.notify(str(err), title="Merge refused", severity="error", timeout=10, markup=False)
             return
@@ -111,11 +112,12 @@ class RunActions(_Base):
             self.app.notify(f"{state.status}: {state.failure_reason or 'see the job log'}", title="Merge failed",
                             severity="error", timeout=15)
 
-    def action_chat(self) -> None:
-        from backend.jobs.targets import TargetError, best_model_of_run
+    def action_chat(self, step: int | None = None) -> None:
+        from backend.jobs.targets import TargetError, best_model_of_run, target_of_run
 
         try:
-            target = best_model_of_run(self.feed.run.path)
+            target = best_model_of_run(self.feed.run.path) if step is None else target_of_run(self.feed.run.path,
+                                                                                                checkpoint=step)
         except TargetError as err:
             self.app.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
             return
