@@ -163,3 +163,22 @@ def test_save_on_a_run_that_is_not_running_says_so(workspace: Path) -> None:
     h.assert_clean_exit(result, (1, 2))
     assert "is stopped: only a running run can save a checkpoint now" in " ".join(result.output.split())
     assert not (run.path / "save.request").exists()
+
+
+@pytest.mark.parametrize(("profile", "taken"), [('name = "fake"\n[run]\nsave_on_term = true\n', True),
+                                                ('name = "fake"\n', False)])
+def test_the_supervisor_turns_sigterm_into_save_and_stop_only_with_save_on_term(workspace: Path, profile: str,
+                                                                                 taken: bool) -> None:
+    import signal
+
+    from backend.runs.supervise import RunKept
+
+    run = h.fake_run(workspace, status="running")
+    run.profile_path.write_text(profile)
+    kept = RunKept(run)
+    assert kept.intercept_signal(signal.SIGTERM) is taken
+    pending = read_save_request(run.path)
+    assert (None if pending is None else (pending.action, pending.reason)) == (("stop", "SIGTERM") if taken else None)
+    assert kept.intercept_signal(signal.SIGUSR1) is True  # SIGUSR1: always
+    pending = read_save_request(run.path)
+    assert pending is not None and (pending.action, pending.reason) == ("stop", "SIGUSR1")
