@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,12 +206,33 @@ class _Events:
     saved: set[int] = field(default_factory=set)  # steps of Checkpoint events
     damaged: dict[str, set[int]] = field(default_factory=lambda: {"log": set(), "eval": set()})
     bad_lines: int = 0
+    long_lines: int = 0  # lines over the tail's bound (damaged too)
     newer_version: int | None = None
 
 
+_LOCK = threading.Lock()  # the caches below, and a scoreboard being built from them
+_EVENTS_CACHE: dict[tuple[str, str], tuple[tuple[int, int], Tail, _Events]] = {}
+_COMPLETE_CACHE: dict[str, tuple[tuple[int, ...], int]] = {}
+_MAX_CACHED = 4096
+
+
 def _read_events(path: Path, metric: Metric) -> _Events:
-    found = _Events()
-    tail = Tail(path)
+    """The run's events as far as they are written; what was read before (the same file, not shorter) is
+    kept and only the lines appended since are read (the monitor redraws the scoreboard as a run goes on)."""
+    key = (str(path), metric.key)
+    try:
+        stat = path.stat()
+        identity = (stat.st_dev, stat.st_ino)
+    except OSError:
+        return _Events()
+    cached = _EVENTS_CACHE.get(key)
+    if cached is not None and cached[0] == identity and stat.st_size >= cached[1].offset:
+        tail, found = cached[1], cached[2]
+    else:
+        tail, found = Tail(path), _Events()
+        if len(_EVENTS_CACHE) >= 64:
+            _EVENTS_CACHE.clear()
+        _EVENTS_CACHE[key] = (identity, tail, found)
     while True:
         before = tail.offset
         block = tail.read_block()
@@ -224,7 +246,7 @@ def _read_events(path: Path, metric: Metric) -> _Events:
         else:
             for event in decoded.events:
                 _take(found, event, metric)
-    found.bad_lines += tail.long_lines
+    found.long_lines = tail.long_lines
     return found
 
 
@@ -293,6 +315,29 @@ def _problem(folder: Path) -> str | None:
     return problem
 
 
+def _judged(folder: Path) -> tuple[str | None, int]:
+    """(checkpoint_problem, size on disk) of a checkpoint folder. A complete one is remembered by its
+    folder's and its trainer_state.json's stat (the trainer writes that file last and never touches a
+    saved checkpoint again), so a redraw does not judge it again."""
+    folder_stat = folder.stat()
+    try:
+        state = (folder / "trainer_state.json").stat()
+        stamp: tuple[int, ...] = (folder_stat.st_ino, folder_stat.st_mtime_ns, state.st_ino, state.st_mtime_ns,
+                                  state.st_size)
+    except OSError:
+        stamp = ()
+    cached = _COMPLETE_CACHE.get(str(folder))
+    if stamp and cached is not None and cached[0] == stamp:
+        return None, cached[1]
+    problem = _problem(folder)
+    used = _folder_size(folder)
+    if problem is None and stamp:
+        if len(_COMPLETE_CACHE) >= _MAX_CACHED:
+            _COMPLETE_CACHE.clear()
+        _COMPLETE_CACHE[str(folder)] = (stamp, used)
+    return problem, used
+
+
 def _step_of(folder: Path) -> int | None:
     match = CHECKPOINT_NAME.fullmatch(folder.name)
     return int(match.group(1)) if match else None
@@ -331,10 +376,15 @@ def pinned_dir(run: RunFolder) -> Path:
 def scoreboard(run: RunFolder, metric: Metric | None = None) -> Scoreboard:
     """The run's scoreboard, read from its folder alone."""
     metric = metric or metric_of(run)
+    with _LOCK:
+        return _scoreboard(run, metric)
+
+
+def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     board = Scoreboard(run.run_id, metric)
     events = _read_events(run.events_path, metric)
-    if events.bad_lines:
-        board.problems.append(f"events.jsonl: {damaged_text(events.bad_lines)}")
+    if events.bad_lines + events.long_lines:
+        board.problems.append(f"events.jsonl: {damaged_text(events.bad_lines + events.long_lines)}")
     if events.newer_version:
         board.problems.append(f"events.jsonl: {newer_format_text(events.newer_version)}")
     problem = pins_problem(run)
@@ -360,8 +410,7 @@ def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row
     candidates = [p for p in (folder, copy) if p is not None]
     for path in candidates:
         try:
-            problem = _problem(path)
-            used = _folder_size(path)
+            problem, used = _judged(path)
         except FileNotFoundError:
             continue
         return Row(step, name, path, "complete" if problem is None else "incomplete", problem, used,

@@ -73,6 +73,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         self.run_dir = Path(run_dir)
         self.board: Scoreboard | None = None
         self.loads = 0  # boards drawn (tests wait on it)
+        self._headers: tuple[str, ...] = ()
+        self._cells: dict[str, tuple[bool, tuple[str, ...]]] = {}  # the table's rows as drawn, by step
 
     def compose(self) -> ComposeResult:
         yield Static("reading the checkpoints…", classes="summary", markup=False)
@@ -97,21 +99,37 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         board = message.board
-        table = self.query_one(DataTable)
-        keep = self.selected_step()
         self.board = board
-        table.clear(columns=True)
-        table.add_columns(*headers(board))
-        for row in board.rows:
-            table.add_row(*(Text(visible(cell), style="bold" if row.best else "") for cell in cells(board, row)),
-                          key=str(row.step))
-        if keep is not None and board.row(keep) is not None:
-            table.move_cursor(row=[r.step for r in board.rows].index(keep))
+        self._fill(board)
         self.query_one(".summary", Static).update(Text(summary(board)))
         notes = board.problems + ([f"deleted since saved (rotation): step {', '.join(map(str, board.gone_steps))}"]
                                   if board.gone_steps else [])
         self.query_one(".notes", Static).update(Text(visible_lines("\n".join(notes))))
         self.loads += 1
+
+    def _fill(self, board: Scoreboard) -> None:
+        """Only what changed: a new checkpoint is a row added, a new best two rows' cells; the whole table is
+        rebuilt only when rows went or came out of order (a redraw of a live run costs what changed)."""
+        table: DataTable[Text] = self.query_one(DataTable)
+        names = headers(board)
+        if names != self._headers:
+            table.clear(columns=True)
+            for index, name in enumerate(names):
+                table.add_column(name, key=f"c{index}")
+            self._headers, self._cells = names, {}
+        rows = {str(row.step): (row.best, cells(board, row)) for row in board.rows}
+        if list(rows)[:len(self._cells)] != list(self._cells):
+            table.clear()
+            self._cells = {}
+        for key, (best, texts) in rows.items():
+            before = self._cells.get(key)
+            if before is None:
+                table.add_row(*(_cell(text, best) for text in texts), key=key)
+            elif before != (best, texts):
+                for index, text in enumerate(texts):
+                    if before[0] != best or before[1][index] != text:
+                        table.update_cell(key, f"c{index}", _cell(text, best))
+        self._cells = rows
 
     def selected_step(self) -> int | None:
         if self.board is None or not self.board.rows:
@@ -157,3 +175,9 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
     def retry(self) -> None:
         self._read()
+
+
+def _cell(text: str, best: bool) -> Text:
+    """A cell as drawn: never markup; the best row in bold. Only the state (a reason naming a folder) can
+    hold characters from outside; the rest are numbers and checkpoint-N names."""
+    return Text(visible(text) if text.startswith("incomplete") else text, style="bold" if best else "")
