@@ -562,12 +562,16 @@ def summary(board: Scoreboard) -> str:
     return "no best checkpoint: no complete checkpoint has a train or eval loss recorded"
 
 
-def text_lines(board: Scoreboard) -> list[str]:
-    """The scoreboard as plain text lines: the summary, the table, what else is worth knowing."""
+def table_lines(board: Scoreboard) -> list[str]:
+    """The table alone: the header line, then one line per row (columns padded to their widest cell)."""
     table = [headers(board), *(cells(board, row) for row in board.rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-    lines = [summary(board), ""]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+
+
+def text_lines(board: Scoreboard) -> list[str]:
+    """The scoreboard as plain text lines: the summary, the table, what else is worth knowing."""
+    lines = [summary(board), "", *table_lines(board)]
     if board.gone_steps:
         steps = ", ".join(str(s) for s in board.gone_steps)
         lines.append(f"saved earlier, deleted since (save_total_limit's rotation, or by hand): step {steps}")

@@ -46,7 +46,7 @@ async def test_scoreboard_drawn_and_its_keys(tmp_path: Path, isolated_runs: Path
             "*  checkpoint-4  1           1.947     1.5        10.1 KiB          complete",
             # the reason runs to the panel's edge (160 columns); `workbench checkpoints` prints it whole
             "checkpoint-6  0.25        1.321     1.75       10.1 KiB          incomplete: checkpoint-6 lacks "
-            "trainer_state.json (written last: cut off while being sa",
+            "trainer_state.json (written last: cut off while being sav",
         ]
         await pilot.press("down")  # the cursor on checkpoint-4
         await pilot.press("enter")

@@ -359,7 +359,7 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         self.query_one(LogTail).display = not shown
         if shown:
             board.reload()
-            board.query_one("DataTable").focus()
+            board.focus_rows()
         else:
             self.set_focus(None)
 

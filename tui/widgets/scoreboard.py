@@ -1,9 +1,10 @@
 """The monitor's checkpoint scoreboard (key c): one row per checkpoint, drawn from the backend's rows
-(backend.runs.scoreboard, the same cells as `workbench checkpoints RUN`), the best marked `*`.
+(backend.runs.scoreboard: the same lines as `workbench checkpoints RUN` prints), the best marked `*`.
 
 Enter chats with the checkpoint under the cursor, `m` merges it, `p` pins or unpins it. The run folder is
 read in a thread worker, when the panel is shown and when the monitor read something new; text from the
-folder is never markup.
+folder is never markup. The rows are drawn line by line (Textual's line API): a frame costs the rows on
+screen, not the hundred a long run may have (bench/scoreboard.py).
 """
 
 from __future__ import annotations
@@ -11,18 +12,97 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
 
 from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import Scoreboard, ScoreboardError, cells, headers, pin, scoreboard, summary, unpin
+from backend.runs.scoreboard import Scoreboard, ScoreboardError, pin, scoreboard, summary, table_lines, unpin
 from backend.safe_text import visible, visible_lines
 from tui.worker_failures import WorkerFailures, failure_text
+
+
+class ScoreRows(ScrollView, can_focus=True):
+    """The table's rows with a cursor, drawn only where they are on screen."""
+
+    BINDINGS = [
+        Binding("up", "move(-1)", "Up", show=False, id="score-rows-up", tooltip="The checkpoint above"),
+        Binding("down", "move(1)", "Down", show=False, id="score-rows-down", tooltip="The checkpoint below"),
+        Binding("pageup", "move(-10)", show=False, id="score-rows-pageup", tooltip="Ten checkpoints up"),
+        Binding("pagedown", "move(10)", show=False, id="score-rows-pagedown", tooltip="Ten checkpoints down"),
+        Binding("home", "move(-1000000)", show=False, id="score-rows-home", tooltip="The first checkpoint"),
+        Binding("end", "move(1000000)", show=False, id="score-rows-end", tooltip="The last checkpoint"),
+        Binding("enter", "choose", "Chat with it", id="score-rows-chat",
+                tooltip="Chat with the checkpoint under the cursor"),
+    ]
+    COMPONENT_CLASSES = {"score-rows--cursor"}
+    DEFAULT_CSS = """
+    ScoreRows {
+        height: 1fr;
+        overflow-x: hidden;
+        & > .score-rows--cursor { background: $accent 30%; }
+        &:focus > .score-rows--cursor { background: $accent 60%; }
+    }
+    """
+
+    cursor: reactive[int] = reactive(0, init=False)
+    """The row under the cursor."""
+
+    @dataclass
+    class Chosen(Message):
+        """Enter on a row."""
+
+        index: int
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.lines: list[str] = []
+        self.best: int | None = None
+
+    def show(self, lines: list[str], best: int | None) -> None:
+        if lines == self.lines and best == self.best:
+            return
+        self.lines, self.best = lines, best
+        self.virtual_size = Size(self.size.width, len(lines))
+        self.cursor = max(0, min(self.cursor, len(lines) - 1))
+        self.refresh()
+
+    def watch_cursor(self) -> None:
+        top, height = self.scroll_offset.y, self.scrollable_content_region.height
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif height and self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False)
+        self.refresh()
+
+    def action_move(self, by: int) -> None:
+        if self.lines:
+            self.cursor = max(0, min(len(self.lines) - 1, self.cursor + by))
+
+    def action_choose(self) -> None:
+        if self.lines:
+            self.post_message(self.Chosen(self.cursor))
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if index >= len(self.lines):
+            return Strip.blank(width, base)
+        style = base + Style(bold=True) if index == self.best else base
+        if index == self.cursor:
+            style += self.get_component_rich_style("score-rows--cursor")
+        return Strip([Segment(self.lines[index].ljust(width), style)]).crop(0, width)
 
 
 class ScoreboardPanel(WorkerFailures, Vertical):
@@ -42,8 +122,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         border-title-color: $text-accent;
         &.-shown { display: block; }
         .summary { height: 1; color: $text-muted; }
+        .header { height: 1; text-style: bold; }
         .notes { height: auto; max-height: 2; color: $warning; }
-        DataTable { height: 1fr; }
     }
     """
 
@@ -73,17 +153,18 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         self.run_dir = Path(run_dir)
         self.board: Scoreboard | None = None
         self.loads = 0  # boards drawn (tests wait on it)
-        self._headers: tuple[str, ...] = ()
-        self._cells: dict[str, tuple[bool, tuple[str, ...]]] = {}  # the table's rows as drawn, by step
 
     def compose(self) -> ComposeResult:
         yield Static("reading the checkpoints…", classes="summary", markup=False)
-        table: DataTable[Text] = DataTable(cursor_type="row", zebra_stripes=True)
-        yield table
+        yield Static("", classes="header", markup=False)
+        yield ScoreRows()
         yield Static("", classes="notes", markup=False)
 
     def on_mount(self) -> None:
         self.border_title = "Checkpoints  (enter: chat · m: merge · p: pin)"
+
+    def focus_rows(self) -> None:
+        self.query_one(ScoreRows).focus()
 
     # ------------------------------------------------------------ reading
 
@@ -99,48 +180,32 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         board = message.board
+        keep = self.selected_step()
         self.board = board
-        self._fill(board)
+        header, *rows = [visible(line) for line in table_lines(board)]
+        self.query_one(".header", Static).update(Text(header))
+        table = self.query_one(ScoreRows)
+        best = next((i for i, row in enumerate(board.rows) if row.best), None)
+        table.show(rows, best)
+        steps = [row.step for row in board.rows]
+        if keep is not None and keep in steps:
+            table.cursor = steps.index(keep)
         self.query_one(".summary", Static).update(Text(summary(board)))
         notes = board.problems + ([f"deleted since saved (rotation): step {', '.join(map(str, board.gone_steps))}"]
                                   if board.gone_steps else [])
         self.query_one(".notes", Static).update(Text(visible_lines("\n".join(notes))))
         self.loads += 1
 
-    def _fill(self, board: Scoreboard) -> None:
-        """Only what changed: a new checkpoint is a row added, a new best two rows' cells; the whole table is
-        rebuilt only when rows went or came out of order (a redraw of a live run costs what changed)."""
-        table: DataTable[Text] = self.query_one(DataTable)
-        names = headers(board)
-        if names != self._headers:
-            table.clear(columns=True)
-            for index, name in enumerate(names):
-                table.add_column(name, key=f"c{index}")
-            self._headers, self._cells = names, {}
-        rows = {str(row.step): (row.best, cells(board, row)) for row in board.rows}
-        if list(rows)[:len(self._cells)] != list(self._cells):
-            table.clear()
-            self._cells = {}
-        for key, (best, texts) in rows.items():
-            before = self._cells.get(key)
-            if before is None:
-                table.add_row(*(_cell(text, best) for text in texts), key=key)
-            elif before != (best, texts):
-                for index, text in enumerate(texts):
-                    if before[0] != best or before[1][index] != text:
-                        table.update_cell(key, f"c{index}", _cell(text, best))
-        self._cells = rows
-
     def selected_step(self) -> int | None:
         if self.board is None or not self.board.rows:
             return None
-        row = self.query_one(DataTable).cursor_row
-        return self.board.rows[row].step if 0 <= row < len(self.board.rows) else None
+        index = self.query_one(ScoreRows).cursor
+        return self.board.rows[index].step if 0 <= index < len(self.board.rows) else None
 
     # ------------------------------------------------------------ actions
 
-    @on(DataTable.RowSelected)
-    def _chat(self, event: DataTable.RowSelected) -> None:
+    @on(ScoreRows.Chosen)
+    def _chat(self, event: ScoreRows.Chosen) -> None:
         event.stop()
         step = self.selected_step()
         if step is not None:
@@ -175,9 +240,3 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
     def retry(self) -> None:
         self._read()
-
-
-def _cell(text: str, best: bool) -> Text:
-    """A cell as drawn: never markup; the best row in bold. Only the state (a reason naming a folder) can
-    hold characters from outside; the rest are numbers and checkpoint-N names."""
-    return Text(visible(text) if text.startswith("incomplete") else text, style="bold" if best else "")
