@@ -64,5 +64,22 @@ def _user_notify_file(profile: LaunchProfile, hardware: HardwareInfo) -> Iterato
                       "Fix or remove that file (`workbench validate` reads it again).")
 
 
+def _rotation_keeps_the_best(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
+    """transformers' rotation protects the best checkpoint only when an evaluation happened at a save step
+    (best_model_checkpoint is checkpoint-<the best evaluation's step>, when that folder exists) (#24)."""
+    tr, data = profile.training, profile.data
+    if tr.save_total_limit is None or not (data.val or data.split_dataset_ratio):
+        return
+    save = tr.save_steps or 500
+    every = tr.eval_steps or save
+    if save % every:
+        yield Problem("training.eval_steps", "warning",
+                      f"save_total_limit = {tr.save_total_limit} rotates checkpoints away, and evaluations every "
+                      f"{every} steps do not fall on the saves every {save}: nothing marks a saved checkpoint as "
+                      "the best, so rotation may delete it (it keeps the newest ones).",
+                      f"Set eval_steps to {save} (or a divisor of it), or pin checkpoints to keep "
+                      "(workbench checkpoints RUN --pin N).")
+
+
 WATCH_RULES: tuple[Rule, ...] = (_webhook_secrets, _desktop_needs_notify_send, _nan_injection_under_fp16,
-                                 _user_notify_file)
+                                 _user_notify_file, _rotation_keeps_the_best)

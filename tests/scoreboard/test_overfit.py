@@ -78,3 +78,20 @@ def test_watch_section_key_and_stop_action(tmp_path: Path, monkeypatch: pytest.M
     writer.close()
     dog.poll(time.time(), ticks=False)
     assert stops == ["overfit"]
+
+
+def test_validate_warns_when_rotation_cannot_know_the_best() -> None:
+    from backend.hardware import HardwareInfo
+    from backend.profile import LaunchProfile
+    from backend.watch.rules import _rotation_keeps_the_best
+
+    def said(training: dict, data: dict) -> list[str]:  # type: ignore[type-arg]
+        profile = LaunchProfile.model_validate({"training": training, "data": data})
+        return [f"{p.severity} {p.field}" for p in _rotation_keeps_the_best(profile, HardwareInfo())]
+
+    split = {"split_dataset_ratio": 0.1}
+    assert said({"save_total_limit": 2, "save_steps": 100, "eval_steps": 30}, split) == ["warning training.eval_steps"]
+    assert said({"save_total_limit": 2, "save_steps": 100, "eval_steps": 50}, split) == []  # every save evaluated
+    assert said({"save_total_limit": 2, "save_steps": 100}, split) == []  # swift's eval_steps = save_steps
+    assert said({"save_steps": 100, "eval_steps": 30}, split) == []  # no rotation: nothing deleted
+    assert said({"save_total_limit": 2, "save_steps": 100, "eval_steps": 30}, {}) == []  # no evaluation at all
