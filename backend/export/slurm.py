@@ -6,6 +6,14 @@ The export makes a new run folder (the same files `workbench run` writes) plus:
     <run>/slurm_node.sh   one machine's launcher: `accelerate launch` with --machine_rank $SLURM_NODEID
     <run>/job.sbatch      the batch script (or the file given with -o)
 
+Preemption (#27): the script asks SLURM for `--signal=B:USR1@120` (SIGUSR1 to the batch step 120 s before
+the time limit or a preemption) and `--requeue`. The batch shell `exec`s the supervisor, so the supervisor
+itself gets that SIGUSR1 and passes it on to the trainer as a save-and-stop request (backend/runs/save.py:
+a file in the shared run folder, seen by rank 0 wherever it runs): the trainer saves at the end of its
+step and stops. The job profile has `[run] save_on_term = true`, so SLURM's SIGTERM does the same. When
+SLURM requeues the job (SLURM_RESTART_COUNT > 0), the supervisor resumes the run in place from its
+newest complete checkpoint (manager.prepare_resume); the step count carries on.
+
 When the job starts, the batch script takes the main address from the allocation's first
 host (`scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1`) and runs the workbench's
 supervisor on that node (`python -m backend.export.slurm RUN_DIR`). The supervisor runs
@@ -34,7 +42,7 @@ from backend.paths import is_builtin
 from backend.profile import LaunchProfile
 from backend.refs import resolve_model
 from backend.runs import index
-from backend.runs.layout import RunFolder, new_run_id, workspace_dir
+from backend.runs.layout import RunFolder, RunState, new_run_id, workspace_dir
 from backend.runs.manager import LaunchRefused, write_run_files
 from backend.runs.process import RUN_MARKER_ENV
 from backend.validate import Problem, errors, validate
@@ -116,6 +124,7 @@ def job_profile(profile: LaunchProfile, options: SlurmOptions) -> LaunchProfile:
         d.main_process_ip = MAIN_ADDRESS_PLACEHOLDER
     if options.main_port is not None:
         d.main_process_port = options.main_port
+    job.run.save_on_term = True  # SLURM's SIGTERM at the time limit or a preemption: save, then stop (#27)
     return job
 
 
@@ -223,6 +232,8 @@ def _sbatch_lines(job: LaunchProfile, options: SlurmOptions, run: RunFolder) -> 
     if options.cpus_per_task:
         lines.append(f"--cpus-per-task={options.cpus_per_task}")
     lines.append(f"--time={options.time}")
+    # SIGUSR1 to the batch step (the supervisor) 120 s before the end: save and stop; then run again (#27)
+    lines += ["--signal=B:USR1@120", "--requeue"]
     if options.partition:
         lines.append(f"--partition={options.partition}")
     if options.account:
@@ -260,7 +271,9 @@ export MAIN_ADDR MAIN_PORT
 cd "$RUN_DIR"
 # the run's marker: every process of the run carries it, the supervisor too (it proves who keeps the run)
 export {RUN_MARKER_ENV}="$RUN_DIR"
-# the workbench's supervisor runs `srun ... {NODE_SCRIPT_NAME}` (command.json) and keeps state.json current
+# the workbench's supervisor runs `srun ... {NODE_SCRIPT_NAME}` (command.json) and keeps state.json current.
+# exec: the supervisor is the batch step, so it gets --signal=B:USR1 itself and passes it on to the trainer
+# (a save-and-stop request in the run folder); requeued (SLURM_RESTART_COUNT > 0), it resumes the run in place
 exec {python} -m backend.export.slurm "$RUN_DIR" >>"$RUN_DIR/output.log" 2>&1
 """
 
@@ -278,6 +291,8 @@ def job_main(argv: list[str] | None = None) -> int:
         return 2
     run = RunFolder(args[0])
     state = run.read_state()
+    if state.status != "starting" and _requeued():
+        state = _resume_requeued(run, state)
     if state.status != "starting":
         print(f"workbench: run {run.run_id} is already {state.status}; export the profile again for a new run "
               f"(or `workbench resume {run.run_id}`)", file=sys.stderr)
@@ -290,6 +305,33 @@ def job_main(argv: list[str] | None = None) -> int:
     print(f"===== workbench: SLURM job {job['SLURM_JOB_ID']} on {job['SLURM_JOB_NODELIST']}, "
           f"main {job['main_addr']}:{job['main_port']} =====", flush=True)
     return supervise_run(run)
+
+
+
+def _requeued() -> bool:
+    """SLURM set SLURM_RESTART_COUNT: this job ran before and was requeued (preempted, or its time was up)."""
+    count = os.environ.get("SLURM_RESTART_COUNT", "")
+    return count.isdigit() and int(count) > 0
+
+
+def _resume_requeued(run: RunFolder, state: RunState) -> RunState:
+    """A requeued job's run: its last attempt is over (SLURM ended that job), so it goes on in place from its
+    newest complete checkpoint; without one it starts again from the beginning. Said in the log."""
+    from backend.runs.manager import RunRefused, prepare_resume
+
+    def say(line: str) -> None:
+        print(f"workbench: {line}", flush=True)
+
+    try:
+        prepare_resume(run, state, report=say)
+        print(f"===== workbench: SLURM requeued the job (restart {os.environ.get('SLURM_RESTART_COUNT')}): resuming "
+              f"from {run.read_state().resumed_from} =====", flush=True)
+    except RunRefused as err:
+        print(f"===== workbench: SLURM requeued the job; {err}: it starts again from the beginning =====", flush=True)
+        run.update_state(status="starting", attempt=state.attempt + 1, exit_code=None, signal=None,
+                         failure_reason=None, ended_at=None, stop_requested=False, trainer_pid=None,
+                         trainer_started=None, supervisor_pid=None, supervisor_started=None)
+    return run.read_state()
 
 
 if __name__ == "__main__":

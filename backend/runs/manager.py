@@ -46,6 +46,7 @@ from backend.runs.layout import (
 from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
 from backend.runs.process import run_marker, start_detached, supervisor_argv, terminate
 from backend.runs.reconcile import reconcile
+from backend.runs.save import clear_save_request
 from backend.runs.verdict import judge_lost
 from backend.runs.world import World, changed_files, read_world, what_changes, world_differences, world_of, write_world
 from backend.units import size
@@ -576,6 +577,25 @@ def _resume_locked(run: RunFolder, allow_world_change: bool, report: Callable[[s
     taken = _output_taken_by_other(run)
     if taken:
         raise RunRefused(f"cannot resume {run.run_id}: {taken}")
+    command = prepare_resume(run, state, allow_world_change, report)
+    env = {k: v for k, v in command.get("env", {}).items() if isinstance(v, str) and v != "***"}
+    env[run_marker(run.path).env] = run_marker(run.path).value
+    try:
+        pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
+    except BaseException:
+        run.write_state(state)  # not started: the run stays as it was, resumable again
+        raise
+    _record_supervisor(run, pid, started)
+    return run
+
+
+def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = False,
+                   report: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Everything a resume does before it starts the supervisor: take the newest complete checkpoint (say
+    which newer ones were skipped and why), check the world, rewrite command.json with
+    --resume_from_checkpoint and state.json as a new attempt, and say it in the run's log. Returns the
+    command. RunRefused (nothing changed) when there is no complete checkpoint or the world changed.
+    A SLURM job that is requeued calls this in place (backend.export.slurm)."""
     choice = choose_resume_checkpoint(run.checkpoints(), run.world_size())
     if choice.checkpoint is None:
         why = "; ".join(v.problem or "" for v in choice.skipped[:2])
@@ -595,8 +615,6 @@ def _resume_locked(run: RunFolder, allow_world_change: bool, report: Callable[[s
     argv += ["--resume_from_checkpoint", str(checkpoint)]
     command["argv"] = argv
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
-    from backend.runs.save import clear_save_request
-
     clear_save_request(run.path)  # a request left by the last attempt must not save the new one at once
     run.write_state(state.model_copy(update={
         "status": "starting", "attempt": state.attempt + 1, "resumed_from": str(checkpoint),
@@ -611,15 +629,7 @@ def _resume_locked(run: RunFolder, allow_world_change: bool, report: Callable[[s
         log.write(f"\n===== workbench: resuming from {checkpoint} (attempt {state.attempt + 1}) =====\n")
         for line in said:
             log.write(f"workbench: {line}\n")
-    env = {k: v for k, v in command.get("env", {}).items() if isinstance(v, str) and v != "***"}
-    env[run_marker(run.path).env] = run_marker(run.path).value
-    try:
-        pid, started = start_detached(supervisor_argv(run.path), env, run.path, run.log_path)
-    except BaseException:
-        run.write_state(state)  # not started: the run stays as it was, resumable again
-        raise
-    _record_supervisor(run, pid, started)
-    return run
+    return command
 
 
 def _rebuilt_command(run: RunFolder, command: dict[str, Any], world: World) -> dict[str, Any]:
