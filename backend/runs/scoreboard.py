@@ -396,9 +396,10 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
         step = _step_of(folder)
         if step is not None:
             folders[step] = folder
-    copies = {step: pinned_dir(run) / f"checkpoint-{step}" for step in pins}
-    steps = sorted(set(folders) | {s for s, p in copies.items() if p.is_dir()})
-    board.rows = [_row(step, folders.get(step), copies.get(step), step in pins) for step in steps]
+    # pinned: in pins.json AND its copy is there (a copy deleted by hand protects nothing: not said pinned)
+    copies = {step: copy for step in pins if (copy := pinned_dir(run) / f"checkpoint-{step}").is_dir()}
+    steps = sorted(set(folders) | set(copies))
+    board.rows = [_row(step, folders.get(step), copies.get(step), step in copies) for step in steps]
     board.gone_steps = sorted(events.saved - set(steps))
     _align(board.rows, events)
     _choose_best(board)

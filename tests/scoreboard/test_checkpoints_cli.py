@@ -68,6 +68,11 @@ def test_pin_survives_rotation_and_unpin(tmp_path: Path) -> None:
     assert code == 2 and "is the only copy of checkpoint-2 left" in out and "nothing was changed" in out
     assert copy.is_file()
     code, out = checkpoints(str(run.path), "--pin", "4")
+    shutil.rmtree(run.path / "pinned" / "checkpoint-4")  # the copy deleted by hand: it protects nothing now
+    assert "*  checkpoint-4  1           1.947     1.5        10.1 KiB                      complete" in \
+        checkpoints(str(run.path))[1].splitlines()
+    code, out = checkpoints(str(run.path), "--pin", "4")  # pinned again: the copy is made again
+    assert code == 0 and (run.path / "pinned" / "checkpoint-4").is_dir()
     code, out = checkpoints(str(run.path), "--unpin", "4")
     assert code == 0, out
     assert not (run.path / "pinned" / "checkpoint-4").exists() and (run.path / "output" / "checkpoint-4").is_dir()
