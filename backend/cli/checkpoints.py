@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from backend.cli.common import console, fail, find_run_or_exit
+from backend.cli.common import console, err_console, fail, find_run_or_exit
 from backend.fs import LockTimeout
 
 
@@ -35,7 +35,7 @@ def checkpoints(
             fail(f"another workbench command is changing the pins of {run.run_id}; try again")
         except OSError as err:
             fail(f"cannot change the pins of {run.run_id}: {err.strerror or err}", code=1)
-        console.print(said, highlight=False, markup=False, soft_wrap=True)
+        (err_console if as_json else console).print(said, highlight=False, markup=False, soft_wrap=True)
     board = scoreboard(run)
     if as_json:
         print(json.dumps(board.to_dict(), indent=2))

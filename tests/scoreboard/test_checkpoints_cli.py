@@ -49,6 +49,9 @@ def test_json(tmp_path: Path) -> None:
             for r in data["rows"]] == [(2, 3.0, 2.5, 10_318, "complete", False, False),
                                        (4, 1.0, 1.5, 10_318, "complete", False, True),
                                        (6, 0.25, 1.75, 10_318, "complete", False, False)]
+    pinned = RUNNER.invoke(full_app(), ["checkpoints", str(run.path), "--json", "--pin", "6"])
+    assert pinned.exit_code == 0 and pinned.stderr.startswith("pinned checkpoint-6: ")  # stdout stays JSON
+    assert [r["pinned"] for r in json.loads(pinned.stdout)["rows"]] == [False, False, True]
 
 
 def test_pin_survives_rotation_and_unpin(tmp_path: Path) -> None:
