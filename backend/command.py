@@ -354,7 +354,7 @@ def swift_flags(
         f.set("gradient_checkpointing_kwargs", json.dumps({"use_reentrant": tr.gradient_checkpointing_use_reentrant}),
               "training.gradient_checkpointing_use_reentrant")
     for name in ("logging_steps", "eval_steps", "save_steps", "save_total_limit", "metric_for_best_model",
-                 "greater_is_better", "seed", "dataloader_num_workers"):
+                 "greater_is_better", "early_stop_interval", "seed", "dataloader_num_workers"):
         f.given(tr, name, prefix="training")
     f.force("output_dir", str(output_dir), "checkpoints go to the run folder (or output.output_dir)",
             "output.output_dir")

@@ -174,6 +174,9 @@ class TrainingSection(_Section):
                           "unset = swift's (loss: the eval loss).")
     greater_is_better: bool | None = Field(
         None, description="Whether a higher metric is better; unset = swift's (false for a loss, else true).")
+    early_stop_interval: int | None = Field(
+        None, ge=1, description="swift's early stop: end training when the best metric has not improved for this "
+                                "many evaluations (evaluate at the saves: eval_steps = save_steps); unset = off.")
     seed: int = Field(42, description="Random seed.")
     dataloader_num_workers: int | None = Field(
         None, ge=0, description="Data loader worker processes; unset = swift's default (1; 0 saves ~420 MB on CPU).")

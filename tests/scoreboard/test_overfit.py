@@ -95,3 +95,20 @@ def test_validate_warns_when_rotation_cannot_know_the_best() -> None:
     assert said({"save_total_limit": 2, "save_steps": 100}, split) == []  # swift's eval_steps = save_steps
     assert said({"save_steps": 100, "eval_steps": 30}, split) == []  # no rotation: nothing deleted
     assert said({"save_total_limit": 2, "save_steps": 100, "eval_steps": 30}, {}) == []  # no evaluation at all
+
+
+def test_best_metric_and_early_stop_reach_swift_only_when_set(tmp_path: Path) -> None:
+    from backend.command import swift_flags
+    from backend.hardware import HardwareInfo
+    from backend.profile import LaunchProfile
+
+    def flags(training: dict) -> dict[str, tuple[str, ...]]:  # type: ignore[type-arg]
+        profile = LaunchProfile.model_validate({"training": training})
+        found = swift_flags(profile, HardwareInfo(), model="/m", output_dir=tmp_path, base_dir=None, ds_path=None)
+        return {f.name: f.values for f in found}
+
+    unset = flags({})
+    assert not {"metric_for_best_model", "greater_is_better", "early_stop_interval"} & set(unset)
+    chosen = flags({"metric_for_best_model": "token_acc", "greater_is_better": True, "early_stop_interval": 3})
+    assert (chosen["metric_for_best_model"], chosen["greater_is_better"], chosen["early_stop_interval"]) == (
+        ("token_acc",), ("true",), ("3",))
