@@ -10,27 +10,18 @@ whose answer replaces this guess when it arrives. Nothing a row holds ever raise
 from __future__ import annotations
 
 import ast
-import csv
 import itertools
 import json
 import statistics
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from backend.data_files import bounded_lines, depth_problem, file_problem, parse_row, too_long
+from backend.data_files import file_problem
+from backend.data_records import RowError, RowTooBig, iter_records
 from backend.refs import DatasetRef, dataset_ref
-
-SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
-CHUNK = 1 << 16
-MAX_ELEMENT_CHARS = 64 << 20  # a longer array element is taken as broken JSON
-
-
-class RowError(ValueError):
-    """Why one row cannot be trained on (the message names the fix where there is one)."""
-
 
 Message = dict[str, str]
 
@@ -39,132 +30,6 @@ Message = dict[str, str]
 # One resolver for dataset references: backend.refs (`parse_ref` is its name here).
 
 parse_ref = dataset_ref
-
-
-# ---------------------------------------------------------------- reading rows
-
-
-def iter_records(path: Path, stop: threading.Event | None = None) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed record or RowError) for each row of a .jsonl / .json / .csv / .txt file,
-    or of every such file of a folder (in name order; line numbers within each file)."""
-    problem = file_problem(path)  # a FIFO would block open() forever, a symlink loop fail in it
-    if problem:
-        raise OSError(problem)
-    if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
-                           and not any(part.startswith(".") for part in p.relative_to(path).parts)):
-            yield from iter_records(file, stop)
-        return
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        yield from _iter_csv(path, stop)
-        return
-    if suffix == ".json":
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            if _first_char(handle) == "[":
-                handle.seek(0)
-                yield from _iter_json_array(handle, stop)
-                return
-    with open(path, "rb") as raw:  # one row a line, each line bounded (backend/data_files.py)
-        yield from _iter_lines(raw, stop, text=suffix == ".txt")
-
-
-def _first_char(handle: Any) -> str:
-    while True:
-        chunk = handle.read(4096)
-        if not chunk:
-            return ""
-        stripped = chunk.lstrip()
-        if stripped:
-            return stripped[0]
-
-
-class RowTooBig(RowError):
-    """A line too long or a row nested too deep to be read: swift cannot load the file."""
-
-
-def _iter_lines(raw: IO[bytes], stop: threading.Event | None, *, text: bool) -> Iterator[tuple[int, Any]]:
-    """Rows of a JSON-lines file, or (`text`) of a .txt file, where swift's text loader makes every line a
-    row, blank ones included."""
-    for number, line in bounded_lines(raw):
-        if stop is not None and stop.is_set():
-            return
-        if line is None:
-            yield number, RowTooBig(too_long(number))
-            continue
-        decoded = line.decode("utf-8", errors="replace")
-        if text:
-            yield number, {"text": decoded}
-        elif decoded.strip():
-            yield number, _json_row(number, decoded)
-
-
-def _json_row(number: int, line: str) -> Any:
-    try:
-        record = parse_row(line)
-    except json.JSONDecodeError as err:
-        return RowError(f"not valid JSON: {err.msg} (column {err.colno})")
-    except ValueError as err:  # past the recursion limit
-        return RowTooBig(f"line {number} is {err}")
-    deep = depth_problem(record)
-    return RowTooBig(f"line {number} is {deep}") if deep else record
-
-
-def _iter_json_array(handle: Any, stop: threading.Event | None) -> Iterator[tuple[int, Any]]:
-    """Elements of a top-level JSON array, decoded one at a time from a sliding buffer."""
-    decoder = json.JSONDecoder()
-    buffer, pos, line, eof = "", 0, 1, False
-
-    def fill() -> bool:
-        nonlocal buffer, pos
-        chunk = handle.read(CHUNK)
-        buffer = buffer[pos:] + chunk
-        pos = 0
-        return bool(chunk)
-
-    def skip(chars: str) -> None:
-        nonlocal pos, line, eof
-        while True:
-            while pos < len(buffer) and buffer[pos] in chars:
-                line += buffer[pos] == "\n"
-                pos += 1
-            if pos < len(buffer) or eof:
-                return
-            eof = not fill()
-
-    eof = not fill()
-    skip(" \t\r\n")
-    pos += 1  # the opening '['
-    while True:
-        if stop is not None and stop.is_set():
-            return
-        skip(" \t\r\n,")
-        if pos >= len(buffer) or buffer[pos] == "]":
-            return
-        while True:
-            try:
-                value, end = decoder.raw_decode(buffer, pos)
-                break
-            except json.JSONDecodeError as err:
-                if eof or len(buffer) - pos > MAX_ELEMENT_CHARS:
-                    yield line, RowError(f"not valid JSON: {err.msg}; the rest of the file cannot be read")
-                    return
-                eof = not fill()
-        start_line = line
-        line += buffer.count("\n", pos, end)
-        pos = end
-        yield start_line, value
-
-
-def _iter_csv(path: Path, stop: threading.Event | None) -> Iterator[tuple[int, Any]]:
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        reader = csv.DictReader(handle)
-        start = 2  # line 1 is the header
-        for row in reader:
-            if stop is not None and stop.is_set():
-                return
-            yield start, {k: v for k, v in row.items() if k is not None}
-            start = reader.line_num + 1
 
 
 def looks_like_dataset(path: Path) -> bool:

@@ -22,9 +22,6 @@ FLOORS_CONTRACT = next(c for c in CONFIG["contracts"] if c["id"] == "floors")
 # Circles still to be broken, by the edge that closes each, in files their owners were still reshaping
 # when the floors were drawn (#23). Remove a line when its edge is gone (the test says so).
 KNOWN_CIRCLE_EDGES: dict[tuple[str, str], str] = {
-    # jobs/: the job supervisor runs merge and batch inference, which make jobs through job.py
-    ("backend.jobs.job", "backend.jobs.supervise"): "jobs/ belongs to the one-supervisor work (#22)",
-    ("backend.jobs.targets", "backend.jobs.merge"): "jobs/ belongs to the one-supervisor work (#22)",
 }
 
 

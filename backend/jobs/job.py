@@ -49,6 +49,12 @@ class MergeFinish(BaseModel):
     replace: bool = False
     record: dict[str, str | int | None] = Field(default_factory=dict)  # written beside the merged model
 
+    def discard(self) -> None:
+        """Remove the temporary folder of a merge that failed or was stopped (a hidden folder only)."""
+        temp = Path(self.temp)
+        if temp.name.startswith(".") and temp.is_dir():
+            shutil.rmtree(temp, ignore_errors=True)
+
 
 class InferFinish(BaseModel):
     """What a batch inference's supervisor needs to publish its results (batch_infer.finish_infer)."""
@@ -56,6 +62,9 @@ class InferFinish(BaseModel):
     kind: Literal["infer"] = "infer"
     partial: str
     out: str
+
+    def discard(self) -> None:
+        """Nothing: the partial results of a stopped or failed inference are kept."""
 
 
 Finish = Annotated[MergeFinish | InferFinish, Field(discriminator="kind")]
@@ -189,9 +198,9 @@ def refresh_job(job: JobFolder) -> JobState:
 
 
 def _conclude_lost(job: JobFolder, state: JobState) -> JobState:
-    from backend.jobs.supervise import discard  # the kind's clean-up (e.g. a half-written merge)
-
-    discard(job.read_spec())
+    spec = job.read_spec()
+    if spec.finish is not None:
+        spec.finish.discard()  # the kind's clean-up (e.g. a half-written merge)
     if state.stop_requested:  # killed by the stop before it could record it
         return job.update_state(status="stopped", ended_at=time.time())
     return job.update_state(status="failed", ended_at=time.time(),

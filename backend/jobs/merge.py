@@ -20,7 +20,6 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,8 +27,8 @@ from typing import Any
 
 from backend.fs import write_text_atomic
 from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
+from backend.jobs.merged import MERGED_DIR_NAME, MODEL_RECORD, MergedModel, merged_models, read_merged_model
 from backend.jobs.targets import (
-    MODEL_RECORD,
     TargetError,
     choose_checkpoint,
     is_adapter_checkpoint,
@@ -38,7 +37,6 @@ from backend.jobs.targets import (
 from backend.runs.layout import RunFolder
 from backend.units import MIB
 
-MERGED_DIR_NAME = "merged"
 # swift export's log lines, in order: what the merge is doing now
 PROGRESS_MARKERS: list[tuple[str, float, str]] = [
     ("Loading weights", 0.3, "loading the base model and the adapter"),
@@ -219,73 +217,4 @@ def finish_merge(spec: JobSpec, data: MergeFinish) -> str:
     return f"merged model written to {target} (replacing the previous one)"
 
 
-def discard_merge(data: MergeFinish) -> None:
-    """Remove the temporary folder of a merge that failed or was stopped."""
-    temp = Path(data.temp)
-    if temp.name.startswith(".") and temp.is_dir():
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-# ---------------------------------------------------------------- merged models as models
-
-
-@dataclass
-class MergedModel:
-    """A merged model folder and where it came from."""
-
-    path: Path
-    run_id: str
-    run_dir: Path
-    checkpoint: str
-    step: int
-    base_model: str | None
-    model_type: str | None
-    template: str | None
-    torch_dtype: str | None
-    quantization: str | None
-    created_at: float
-
-    def describe(self) -> str:
-        made = datetime.fromtimestamp(self.created_at).strftime("%Y-%m-%d %H:%M")
-        return f"{self.path}  ({self.run_id} checkpoint-{self.step}, merged {made})"
-
-
-def read_merged_model(folder: Path) -> MergedModel | None:
-    """The record of a merged model folder, or None when the folder is not one."""
-    try:
-        record = json.loads((folder / MODEL_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not (folder / "config.json").is_file():
-        return None
-    return MergedModel(
-        path=folder.resolve(), run_id=record.get("run_id", "?"), run_dir=Path(record.get("run_dir", "")),
-        checkpoint=record.get("checkpoint", ""), step=int(record.get("step", -1)),
-        base_model=record.get("base_model"), model_type=record.get("model_type"), template=record.get("template"),
-        torch_dtype=record.get("torch_dtype"), quantization=record.get("quantization"),
-        created_at=float(record.get("created_at", 0.0)),
-    )
-
-
-def merged_models(run_dirs: Iterable[Path] | None = None) -> list[MergedModel]:
-    """Every merged model of the given runs (all known runs by default), newest first.
-
-    Found through the runs' finished merge jobs (so a model merged to --output elsewhere is
-    listed) and the runs' merged/ folders (so one whose job folder was removed is too)."""
-    if run_dirs is None:
-        from backend.runs import index
-
-        run_dirs = index.known_folders()
-    found: dict[Path, MergedModel] = {}
-    for run_dir in run_dirs:
-        run = RunFolder(run_dir)
-        candidates = [Path(job.read_spec().output) for job in list_jobs(run.jobs_dir, kind="merge")
-                      if job.read_state().status == "finished"]
-        merged_dir = run.path / MERGED_DIR_NAME
-        if merged_dir.is_dir():
-            candidates += [p for p in merged_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
-        for folder in candidates:
-            model = read_merged_model(folder)
-            if model is not None:
-                found[model.path] = model
-    return sorted(found.values(), key=lambda m: m.created_at, reverse=True)
+__all__ = ["MERGED_DIR_NAME", "MergedModel", "merged_models", "read_merged_model"]  # also found here

@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from backend.jobs.job import InferFinish, JobFolder, JobSpec, MergeFinish
@@ -20,24 +19,24 @@ from backend.runs.process import job_marker, start_time_of
 from backend.runs.supervise import Command, supervise
 
 
-def _steps(spec: JobSpec) -> tuple[Callable[[], str | None], Callable[[], None]]:
-    """The kind's (finish, discard), typed by its finishing data; a spec without any has nothing to do."""
-    from backend.jobs import batch_infer, merge
-
+def finish(spec: JobSpec) -> str | None:
+    """The kind's finishing step, typed by its finishing data (a spec without any has nothing to do)."""
     data = spec.finish
     if isinstance(data, MergeFinish):
-        return (lambda: merge.finish_merge(spec, data)), (lambda: merge.discard_merge(data))
+        from backend.jobs.merge import finish_merge
+
+        return finish_merge(spec, data)
     if isinstance(data, InferFinish):
-        return (lambda: batch_infer.finish_infer(data)), (lambda: None)  # partial results are kept
-    return (lambda: None), (lambda: None)
+        from backend.jobs.batch_infer import finish_infer
 
-
-def finish(spec: JobSpec) -> str | None:
-    return _steps(spec)[0]()
+        return finish_infer(data)
+    return None
 
 
 def discard(spec: JobSpec) -> None:
-    _steps(spec)[1]()
+    """What a failed or stopped job left, removed by its kind (its finishing data knows how)."""
+    if spec.finish is not None:
+        spec.finish.discard()
 
 
 class JobKept:

@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from backend.jobs.merged import MODEL_RECORD, merged_models
 from backend.paths import BUILTIN_SWIFT_TYPES, is_builtin
 from backend.refs import is_hub_id, resolve_model
 from backend.runs.layout import RunFolder
 
-MODEL_RECORD = "workbench_model.json"
 # every built-in model is a Qwen2 with a ChatML template; swift cannot infer that from the folder
 
 
@@ -207,8 +207,6 @@ def choose_checkpoint(run: RunFolder, step: int | None) -> tuple[Path, str]:
 
 
 def _merged_of_run(run: RunFolder, step: int | None) -> ModelTarget:
-    from backend.jobs.merge import merged_models
-
     mine = [m for m in merged_models([run.path]) if step is None or m.step == step]
     if not mine:
         which = f"checkpoint-{step}" if step is not None else "any checkpoint"

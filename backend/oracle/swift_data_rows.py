@@ -86,7 +86,7 @@ def line_map(ref: str) -> list[int] | None:
     if suffix == ".txt":
         with open(path, encoding="utf-8", errors="replace") as handle:
             return [number for number, _ in enumerate(handle, start=1)]
-    from backend.inspect_data import iter_records
+    from backend.data_records import iter_records
 
     try:
         return [line for line, _ in iter_records(path)]
@@ -96,7 +96,7 @@ def line_map(ref: str) -> list[int] | None:
 
 def bad_lines(path_part: str) -> list[dict[str, Any]]:
     """Where a file swift cannot load is broken (lines that are not JSON), found by reading it."""
-    from backend.inspect_data import RowError, iter_records
+    from backend.data_records import RowError, iter_records
 
     path = Path(path_part)
     if not path.is_file():
