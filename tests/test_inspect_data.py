@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import backend.inspect_data as inspect_data
+import backend.data_records as data_records
 from backend.inspect_data import RowError, inspect_ref, parse_ref, scan_dataset, to_messages
 from backend.paths import BUILTIN_DATASETS
 
@@ -83,7 +83,7 @@ def test_shipped_dataset_is_clean(tmp_path: Path) -> None:
 
 
 def test_json_array_is_streamed_element_by_element(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inspect_data, "CHUNK", 7)  # elements straddle many reads
+    monkeypatch.setattr(data_records, "CHUNK", 7)  # elements straddle many reads
     # one layout per file, as swift decides it from the columns; sharegpt roles inside `messages`
     elements = [GOOD, {"nope": 1}, {"messages": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]}]
     path = tmp_path / "data.json"

@@ -19,7 +19,6 @@ from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.metric_plots import MetricPlot
 
-
 QUIET_SECONDS = 0.6  # many of Textual's refresh rounds (60 per second) and more than one 0.1 s poll
 
 
