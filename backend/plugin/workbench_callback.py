@@ -40,6 +40,10 @@ from backend.hardware import NvidiaGpus, tree_rss_bytes
 from backend.runs.save import take_save_request
 from backend.watch.stacks import heartbeat_path, register_stack_dump
 
+# the save asks as the ranks agree on them (the largest wins): a save, a stop asked through the request file,
+# SIGTERM (with [run] save_on_term) and SIGUSR1 caught by one rank
+SIGNAL_CODES = {"SIGTERM": 3, "SIGUSR1": 4}
+CODE_REASONS = {1: "save now", 2: "stop asked (save.request)", 3: "SIGTERM", 4: "SIGUSR1"}
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
 
 
@@ -218,10 +222,12 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._signalled = signal.Signals(signum).name  # acted on at the end of the current step
 
     def _pending_request(self) -> tuple[int, str | None]:
-        """(0 nothing, 1 save, 2 save and stop) and why, agreed by every rank."""
+        """(0 nothing, 1 save, 2 or more: save and stop) and why, agreed by every rank: the largest code of
+        any rank wins, and a rank that did not see the ask itself takes the reason from the code."""
         code, reason = 0, None
         if self._signalled is not None:
-            code, reason, self._signalled = 2, self._signalled, None
+            reason, self._signalled = self._signalled, None
+            code = SIGNAL_CODES.get(reason, 2)
         elif _rank() == 0:
             request = take_save_request(self._run_dir)
             if request is not None:
@@ -231,7 +237,8 @@ class WorkbenchEventsCallback(TrainerCallback):
             agreed = torch.tensor([code], dtype=torch.int64, device=accelerator.device)
             torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
             if int(agreed.item()) != code:
-                code, reason = int(agreed.item()), "asked on another rank"
+                code = int(agreed.item())
+                reason = CODE_REASONS.get(code, "asked on another rank")
         return code, reason
 
     def _take_requests(self, state: Any, control: Any) -> None:
@@ -240,7 +247,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             return
         control.should_save = True
         self._requested = reason
-        if code == 2:
+        if code >= 2:
             control.should_training_stop = True
             self._stop_reason = f"saved and stopped on {reason}" if reason and reason.startswith("SIG") else \
                 f"saved and stopped: {reason}"
