@@ -7,6 +7,8 @@
     <run>/output.log            stdout+stderr of the training, written by the process itself
     <run>/events.jsonl          appended by the callback inside the trainer
     <run>/forecast.json         the memory planner's forecast at launch
+    <run>/world.json            the world shape and the hashes of config.json and the data at launch (world.py)
+    <run>/save.request          a checkpoint asked for, taken by the trainer at its next step end (save.py)
     <run>/output/               swift's output_dir: checkpoints, logging.jsonl
     <run>/jobs/                 merge / inference jobs run on this run's checkpoints
 """
