@@ -10,7 +10,7 @@ from backend.estimate.measured import compare, compare_phases, keep_phase
 from backend.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
 from backend.runs.layout import RunFolder
 from backend.tail import READ_BYTES
-from backend.units import GIB, MIB
+from backend.units import gib, size
 
 LABELS = {
     "cuda_max_allocated_bytes": "GPU peak allocated (torch)",
@@ -75,19 +75,19 @@ def memory_comparison(run: RunFolder) -> dict[str, Any]:
         return {"forecast": forecast, "measured": measured, "rows": {},
                 "lines": [f"memory forecast: {forecast.get('error', 'unavailable')}", *said]}
     rows = compare(forecast, measured)
-    lines = [f"memory forecast: {forecast['per_device_total_bytes'] / GIB:.2f} GiB per GPU, "
-             f"{forecast['host_total_bytes'] / GIB:.2f} GiB host RAM"]
+    lines = [f"memory forecast: {gib(forecast['per_device_total_bytes'], 2)} GiB per GPU, "
+             f"{gib(forecast['host_total_bytes'], 2)} GiB host RAM"]
     for kind, row in rows.items():
         error = row["error_percent"]
-        lines.append(f"{LABELS[kind]}: forecast {row['forecast_bytes'] / GIB:.2f} GiB, measured "
-                     f"{row['measured_bytes'] / GIB:.2f} GiB" + (f", error {error:+.0f}%" if error is not None else ""))
+        lines.append(f"{LABELS[kind]}: forecast {gib(row['forecast_bytes'], 2)} GiB, measured "
+                     f"{gib(row['measured_bytes'], 2)} GiB" + (f", error {error:+.0f}%" if error is not None else ""))
     growth = measured["host_rss_growth_bytes"]
     if measured["cuda_max_reserved_bytes"] is None and growth is not None:
         training = sum(forecast["breakdown"].get(term, 0) for term in TRAINING_TERMS)
         rows["host_rss_growth_bytes"] = {"forecast_bytes": training, "measured_bytes": growth,
                                          "error_percent": 100 * (training - growth) / growth if growth else None}
-        lines.append(f"CPU run, RSS growth during training: forecast {training / MIB:.1f} MiB (gradients, optimizer, "
-                     f"activations, logits), measured {growth / MIB:.1f} MiB. RSS also holds the Python/torch/swift "
+        lines.append(f"CPU run, RSS growth during training: forecast {size(training)} (gradients, optimizer, "
+                     f"activations, logits), measured {size(growth)}. RSS also holds the Python/torch/swift "
                      "runtime and allocator caching, and CPU activations are freed eagerly, so this compares "
                      "orders of magnitude, not the GPU forecast.")
     phase_rows = compare_phases(forecast, measured["phases"])
@@ -104,6 +104,6 @@ def _phase_lines(forecast: dict[str, Any], rows: list[dict[str, Any]]) -> list[s
     for row in rows:
         error = row["error_percent"]
         lines.append(f"  {row['phase'].replace('_', ' ')}, {LABELS[row['kind']]}: forecast "
-                     f"{row['forecast_bytes'] / GIB:.2f} GiB, measured {row['measured_bytes'] / GIB:.2f} GiB"
+                     f"{gib(row['forecast_bytes'], 2)} GiB, measured {gib(row['measured_bytes'], 2)} GiB"
                      + (f", error {error:+.0f}%" if error is not None else ""))
     return lines
