@@ -8,7 +8,7 @@ the run ends); a reader restores it and reads on from its offset.
 
 A summary is only a shortcut, never a source: it is used only when it provably describes the file
 as it is now (same file, at least as long, the same bytes at its start and before its offset) and
-was made by this very store code (a digest of backend/series.py). Anything else, damaged or stale,
+was made by this very store code (a digest of the backend/series package). Anything else, damaged or stale,
 is rejected with the reason, and the reader reads the whole file. No pickle: arrays and JSON.
 """
 
@@ -111,7 +111,10 @@ def summary_path(events_path: Path) -> Path:
 @cache
 def store_code() -> str:
     """A digest of the code that builds a store: a summary made by other code is not trusted."""
-    return hashlib.sha256(Path(series.__file__).read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for file in sorted(Path(series.__file__).parent.glob("*.py")):  # the package: every module of it
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,9 @@ def make_run_folder(root: Path, events: int, supervisor_pid: int, name: str = "b
 
 def bench_store(events_path: Path) -> float:
     """The store's own ingest (reader + store), and the parsing floor under it; returns the ingest's CPU s."""
-    from backend.series import CHUNK_BYTES, load_store, msgspec
+    import msgspec
+
+    from backend.series import CHUNK_BYTES, load_store
 
     before, wall, cpu = rss(), time.perf_counter(), time.process_time()
     store = load_store(events_path)
