@@ -25,7 +25,7 @@ class ReportApp(App[None]):
         yield SwiftDataReport(id="report")
 
     def on_mount(self) -> None:
-        self.query_one(SwiftDataReport).query = self.data_query
+        self.query_one(SwiftDataReport).question = self.data_query
 
 
 async def _settle(pilot: Any) -> None:
@@ -75,7 +75,7 @@ async def test_a_query_replaced_before_its_answer_stops_its_swift_child(data_pro
             assert time.monotonic() < deadline, "no swift child started for the report"
             await pilot.pause(0.05)
         widget = app.query_one(SwiftDataReport)
-        widget.query = SwiftDataQuery.of(load_profile(data_profile), data_profile.parent)  # the user edits
+        widget.question = SwiftDataQuery.of(load_profile(data_profile), data_profile.parent)  # the user edits
         deadline = time.monotonic() + 10
         while set(started) & set(oracle_children()):
             assert time.monotonic() < deadline, f"the child of the replaced query still runs: {started}"

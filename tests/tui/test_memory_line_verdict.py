@@ -41,7 +41,7 @@ async def test_the_line_says_tight_at_95_percent_of_the_profiles_gpu(tmp_path: P
     app = LineApp()
     async with app.run_test(size=(160, 3)) as pilot:
         line = app.query_one(MemoryLine)
-        line.query = ForecastQuery(profile, tmp_path, hardware)
+        line.question = ForecastQuery(profile, tmp_path, hardware)
         text = await until_shown(pilot, line, "GiB per GPU", timeout=60)
         assert f"tight in {gib(round(total / 0.95), 0)} GiB (95%)" in text
         assert "fits in" not in text and "does not fit" not in text

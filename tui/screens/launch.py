@@ -122,15 +122,15 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         with Horizontal(id="workspace"):
             beside = {  # shown under their fields, styled as the tab's notes (.tab-info)
                 "model.source": ModelDetails(id="model-details", classes="tab-info").data_bind(
-                    query=LaunchScreen.model_query),
+                    question=LaunchScreen.model_query),
                 "data.train": DatasetSummary(id="dataset-summary", classes="tab-info").data_bind(
-                    query=LaunchScreen.data_query),
+                    question=LaunchScreen.data_query),
                 "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
-                    query=LaunchScreen.swift_data_query)}
+                    question=LaunchScreen.swift_data_query)}
             yield SettingsTabs(self.document, beside=beside, id="settings").data_bind(
                 LaunchScreen.revision, LaunchScreen.problems, LaunchScreen.hardware, LaunchScreen.suggestions)
             yield DetailsPane(id="details").data_bind(LaunchScreen.problems, LaunchScreen.plan, LaunchScreen.plan_error)
-        yield MemoryLine(id="memory-line").data_bind(query=LaunchScreen.forecast_query)
+        yield MemoryLine(id="memory-line").data_bind(question=LaunchScreen.forecast_query)
         yield QuietFooter()
 
     def on_mount(self) -> None:

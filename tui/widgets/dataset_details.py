@@ -1,6 +1,6 @@
 """The Data tab's report on every train/val entry: rows, malformed rows, lengths, a preview.
 
-The widget owns its scan: the screen binds `query` (the dataset entries and the folder they are
+The widget owns its scan: the screen binds `question` (the dataset entries and the folder they are
 relative to) and a thread worker reads each file. Each step posts a new tuple holding new reports (never
 the same objects changed), so what is shown always follows what was found.
 """
@@ -85,7 +85,7 @@ class DataQuery:
 class DatasetSummary(WorkerFailures, Static):
     """One report per dataset entry, in profile order."""
 
-    query: var[DataQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
+    question: var[DataQuery | None] = var(None, init=False)  # what to show: set by the screen (data_bind)
     """The entries to report on (bound to the screen's)."""
     reports: var[tuple[DatasetReport, ...]] = var((), init=False)
     """What is known so far, one report per entry."""
@@ -93,7 +93,7 @@ class DatasetSummary(WorkerFailures, Static):
     class Scanned(Message, bubble=False):
         def __init__(self, query: DataQuery, reports: tuple[DatasetReport, ...]) -> None:
             super().__init__()
-            self.query, self.reports = query, reports
+            self.question, self.reports = query, reports
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -102,7 +102,7 @@ class DatasetSummary(WorkerFailures, Static):
     def on_unmount(self) -> None:
         self._stop.set()
 
-    def watch_query(self, query: DataQuery | None) -> None:
+    def watch_question(self, query: DataQuery | None) -> None:
         self._stop.set()
         self._stop = threading.Event()
         if query is not None:
@@ -120,8 +120,8 @@ class DatasetSummary(WorkerFailures, Static):
         self.update(failure_text(message))
 
     def retry(self) -> None:
-        if self.query is not None:
-            self.watch_query(self.query)
+        if self.question is not None:
+            self.watch_question(self.question)
 
     @work(thread=True, exclusive=True, group="dataset-scan", exit_on_error=False, description="Scanning the datasets")
     def _scan(self, query: DataQuery, stop: threading.Event) -> None:
@@ -135,6 +135,6 @@ class DatasetSummary(WorkerFailures, Static):
 
     @on(Scanned)
     def _scanned(self, event: Scanned) -> None:
-        if event.query == self.query:
+        if event.question == self.question:
             self.reports = event.reports
 

@@ -1,6 +1,6 @@
 """One line of memory forecast under the form, from the memory planner (backend/estimate/).
 
-The line owns its forecast: the screen binds `query` (the profile, its folder, the hardware)
+The line owns its forecast: the screen binds `question` (the profile, its folder, the hardware)
 and `forecast_summary` runs in a thread worker (it reads config.json). Until a forecast is
 there the line says it is coming: never a number that was not computed. The line holds its row
 from the first frame, so the forecast arriving does not re-lay out (and repaint) the workspace.
@@ -102,7 +102,7 @@ class MemoryLine(WorkerFailures, Static):
     }
     """
 
-    query: var[ForecastQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
+    question: var[ForecastQuery | None] = var(None, init=False)  # what to show: set by the screen (data_bind)
     """The profile to forecast (bound to the screen's)."""
     summary: var[str | None] = var(None)
     """The forecast text; None while there is none."""
@@ -110,9 +110,9 @@ class MemoryLine(WorkerFailures, Static):
     class Forecast(Message, bubble=False):
         def __init__(self, query: ForecastQuery, summary: str | None) -> None:
             super().__init__()
-            self.query, self.summary = query, summary
+            self.question, self.summary = query, summary
 
-    def watch_query(self, query: ForecastQuery | None) -> None:
+    def watch_question(self, query: ForecastQuery | None) -> None:
         if query is not None:
             self._forecast(query)
 
@@ -123,8 +123,8 @@ class MemoryLine(WorkerFailures, Static):
         self.summary = f"✗ Memory forecast: {message} (ctrl+r: retry)"
 
     def retry(self) -> None:
-        if self.query is not None:
-            self._forecast(self.query)
+        if self.question is not None:
+            self._forecast(self.question)
 
     @work(thread=True, exclusive=True, group="memory", exit_on_error=False, description="Memory forecast")
     def _forecast(self, query: ForecastQuery) -> None:
@@ -134,5 +134,5 @@ class MemoryLine(WorkerFailures, Static):
 
     @on(Forecast)
     def _forecasted(self, event: Forecast) -> None:
-        if event.query == self.query:
+        if event.question == self.question:
             self.summary = event.summary

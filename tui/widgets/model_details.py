@@ -1,6 +1,6 @@
 """The Model tab's details: the chosen model's shape and what ms-swift will be told about it.
 
-The widget owns its inspection: the screen binds `query` (what the form says about the model)
+The widget owns its inspection: the screen binds `question` (what the form says about the model)
 and the widget reads config.json and ms-swift's registry in a thread worker, shows the answer,
 and posts `ModelDetails.Inferred` up (swift's warnings and the names to offer while typing).
 An answer about a query that is no longer current is dropped.
@@ -87,7 +87,7 @@ class ModelQuery:
 class ModelDetails(WorkerFailures, Static):
     """Shape rows and swift's model_type/template, for the model of `query`."""
 
-    query: var[ModelQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
+    question: var[ModelQuery | None] = var(None, init=False)  # what to show: set by the screen (data_bind)
     """The model to describe (bound to the screen's)."""
     info: var[ModelInfo | None] = var(None, init=False)
     """The model described; None while being read."""
@@ -98,7 +98,7 @@ class ModelDetails(WorkerFailures, Static):
         def __init__(self, query: ModelQuery, info: ModelInfo, inference: SwiftInference,
                      registry: dict | None) -> None:
             super().__init__()
-            self.query, self.info, self.inference, self.registry = query, info, inference, registry
+            self.question, self.info, self.inference, self.registry = query, info, inference, registry
 
     class Inferred(Message):
         """swift's verdict on the current model: warnings for the form, names to offer while typing."""
@@ -108,7 +108,7 @@ class ModelDetails(WorkerFailures, Static):
             self.problems = problems
             self.suggestions = suggestions
 
-    def watch_query(self, query: ModelQuery | None) -> None:
+    def watch_question(self, query: ModelQuery | None) -> None:
         if query is not None:
             self._describe(query)
 
@@ -123,8 +123,8 @@ class ModelDetails(WorkerFailures, Static):
         self.update(Text("\n").join([t for t in (shown, failure_text(message)) if t.plain]))
 
     def retry(self) -> None:
-        if self.query is not None:
-            self._describe(self.query)
+        if self.question is not None:
+            self._describe(self.question)
 
     @work(thread=True, exclusive=True, group="model-details", exit_on_error=False, description="Reading the model")
     def _describe(self, query: ModelQuery) -> None:
@@ -160,7 +160,7 @@ class ModelDetails(WorkerFailures, Static):
 
     @on(Described)
     def _described(self, event: Described) -> None:
-        if event.query != self.query:
+        if event.question != self.question:
             return  # an answer about a model that is no longer chosen
         self.info, self.inference = event.info, event.inference
         inference, registry = event.inference, event.registry

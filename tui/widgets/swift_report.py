@@ -1,7 +1,7 @@
 """The Data tab's answer from ms-swift itself: swift's report on the profile's datasets and the
 trained-token view of their rows.
 
-The widget owns its worker: the screen binds `query` (the profile and its folder); the worker asks
+The widget owns its worker: the screen binds `question` (the profile and its folder); the worker asks
 the `swift_data` oracle in a child process (cached by file content + model + template + max_length),
 streaming its progress lines here, and the report replaces the first look's guess. The first rows'
 trained-token views come with the report; `]` / `[` step through the rows (other rows are asked
@@ -74,24 +74,24 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     SETTLE_S = 0.6  # an edited query is asked once it has stayed the same this long
 
-    query: var[SwiftDataQuery | None] = var(None, init=False)  # type: ignore[assignment]  # shadows DOMNode.query() (to rename)
+    question: var[SwiftDataQuery | None] = var(None, init=False)  # what to show: set by the screen (data_bind)
     report: var[dict[str, Any] | None] = var(None, init=False)
     row: var[int] = var(1, init=False)
 
     class Progress(Message, bubble=False):
         def __init__(self, query: SwiftDataQuery, line: str) -> None:
             super().__init__()
-            self.query, self.line = query, line
+            self.question, self.line = query, line
 
     class Reported(Message, bubble=False):
         def __init__(self, query: SwiftDataQuery, report: dict[str, Any] | None, note: str = "") -> None:
             super().__init__()
-            self.query, self.report, self.note = query, report, note
+            self.question, self.report, self.note = query, report, note
 
     class RowShown(Message, bubble=False):
         def __init__(self, query: SwiftDataQuery, row: int, answer: dict[str, Any]) -> None:
             super().__init__()
-            self.query, self.row, self.answer = query, row, answer
+            self.question, self.row, self.answer = query, row, answer
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -101,7 +101,7 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
         yield Static(Text("swift's report: waiting for the profile", style="dim"), id="swift-report")
         yield TrainedTokenView(id="trained-tokens")
 
-    def watch_query(self, old: SwiftDataQuery | None, query: SwiftDataQuery | None) -> None:
+    def watch_question(self, old: SwiftDataQuery | None, query: SwiftDataQuery | None) -> None:
         self.report = None
         self.row = 1
         self.query_one(TrainedTokenView).answer = None
@@ -125,8 +125,8 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
         self.query_one("#swift-report", Static).update(failure_text(message))
 
     def retry(self) -> None:
-        if self.query is not None:
-            self.watch_query(None, self.query)
+        if self.question is not None:
+            self.watch_question(None, self.question)
 
     @work(thread=True, exclusive=True, group="swift-data", exit_on_error=False,
           description="Reading the data with swift")
@@ -154,12 +154,12 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     @on(Progress)
     def _progress(self, event: Progress) -> None:
-        if event.query == self.query and self.report is None:
+        if event.question == self.question and self.report is None:
             self._status(f"swift: {event.line}")
 
     @on(Reported)
     def _reported(self, event: Reported) -> None:
-        if event.query != self.query:
+        if event.question != self.question:
             return
         if event.report is None:
             self._status(event.note)
@@ -193,8 +193,8 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
             return
         view.answer = None
         view.note = f"row {row}: asking swift…"
-        if self.query is not None:
-            self._ask_row(self.query, row)
+        if self.question is not None:
+            self._ask_row(self.question, row)
 
     @work(thread=True, exclusive=True, group="swift-row", exit_on_error=False, description="Rendering a row")
     def _ask_row(self, query: SwiftDataQuery, row: int) -> None:
@@ -211,5 +211,5 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     @on(RowShown)
     def _row_shown(self, event: RowShown) -> None:
-        if event.query == self.query and event.row == self.row:
+        if event.question == self.question and event.row == self.row:
             self.query_one(TrainedTokenView).answer = event.answer
