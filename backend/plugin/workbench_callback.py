@@ -6,7 +6,8 @@ the schema before it is written).
 Loaded by `swift sft --external_plugins <this file> --callbacks workbench_events`; swift
 builds the callback as `cls(args, trainer)`. Configuration comes from the environment the
 workbench sets: WORKBENCH_RUN_DIR, and for fp16 WORKBENCH_LOSS_SCALE_INIT /
-WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL / WORKBENCH_INJECT_OVERFLOW_STEPS.
+WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL / WORKBENCH_INJECT_OVERFLOW_STEPS; a test hook raises CUDA
+out-of-memory at step N when WORKBENCH_INJECT_OOM_STEP=N (the queue's OOM retry, #25).
 
 Save on demand and on signal (#27, backend/runs/save.py): at the end of every step the callback looks
 for `<run>/save.request` (one stat) and for a signal caught since the last step: SIGUSR1 always,
@@ -45,6 +46,15 @@ from backend.watch.stacks import heartbeat_path, register_stack_dump
 SIGNAL_CODES = {"SIGTERM": 3, "SIGUSR1": 4}
 CODE_REASONS = {1: "save now", 2: "stop asked (save.request)", 3: "SIGTERM", 4: "SIGUSR1"}
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
+
+
+INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
+
+
+def _inject_oom_step() -> int | None:
+    """The step at which a test asks for a CUDA out-of-memory error (WORKBENCH_INJECT_OOM_STEP=N), or None."""
+    value = os.environ.get(INJECT_OOM_ENV, "")
+    return int(value) if value.isdigit() else None
 
 
 def _rank() -> int:
@@ -255,6 +265,9 @@ class WorkbenchEventsCallback(TrainerCallback):
     # ------------------------------------------------------------ per step
 
     def on_step_begin(self, args, state, control, **kwargs):
+        if _inject_oom_step() == state.global_step + 1:  # test hook of the queue's OOM retry (#25)
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected at step {state.global_step + 1} by "
+                                              f"{INJECT_OOM_ENV})")
         self._inject_now = (state.global_step + 1) in self.inject_steps
         self._nan_now = (state.global_step + 1) in self.nan_steps
 
