@@ -200,6 +200,22 @@ class RunSection(_Section):
     save_on_term: bool = Field(
         False, description="SIGTERM to the trainer (or its supervisor) saves a checkpoint at the end of the step, "
                            "then stops cleanly, as SIGUSR1 always does (on by default in `workbench export slurm`).")
+    auto_resume: bool = Field(
+        False, description="A queued run cut by a reboot (found `unknown`, recorded in an earlier boot) is resumed by "
+                           "the queue keeper from its newest complete checkpoint, with an alert each time.")
+    auto_resume_max: int = Field(3, ge=1, description="Most automatic resumes of one run (auto_resume).")
+
+
+class QueueSection(_Section):
+    max_parallel: int = Field(1, ge=1, description="Queued runs at most running at once when this one is admitted.")
+    memory_margin: float = Field(
+        0.15, ge=0.0, le=4.0, description="Admission: free memory must cover the forecast plus this fraction of it.")
+    oom_retry: int = Field(
+        0, ge=0, le=8, description="A queued run failed by CUDA out of memory is queued again (this many times) with "
+                                   "half the micro-batch and twice the accumulation: the same global batch.")
+
+
+SweepValue = str | int | float | bool
 
 
 ScalarArg = str | int | float | bool | list[str]
@@ -221,6 +237,10 @@ class LaunchProfile(BaseModel):
     training: TrainingSection = Field(default_factory=TrainingSection)
     output: OutputSection = Field(default_factory=OutputSection)
     run: RunSection = Field(default_factory=RunSection)
+    queue: QueueSection = Field(default_factory=QueueSection)
+    sweep: dict[str, list[SweepValue]] = Field(
+        default_factory=dict, description="`workbench queue add` expands this grid into one queued run per "
+                                          "combination: \"training.learning_rate\" = [1e-4, 2e-4] (dotted keys).")
     debug: DebugSection = Field(default_factory=DebugSection)
     watch: WatchSection = Field(default_factory=WatchSection)
     notify: NotifySection = Field(default_factory=NotifySection)
