@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.hardware import HardwareInfo
-from backend.importer import ImportError_, swift_invocation, swift_pairs
 from backend.profile import LaunchProfile
 from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, StateUnreadable
 from backend.runs.manager import RunRefused, refresh, start_run
+from backend.shell_script import ImportError_, swift_invocation, swift_pairs
 
 
 def continue_as_new_run(run: RunFolder, *, max_steps: int | None = None, workspace: Path | None = None,
