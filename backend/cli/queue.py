@@ -1,0 +1,176 @@
+"""Queue commands: `workbench queue` (the list), `queue add PROFILE...`, `queue rm|up|down|pause|resume ID`.
+
+Thin layer over backend/queue: every change is made under the queue lock, so these are safe while the
+keeper runs; `add` and `resume` start the keeper when none is alive.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import psutil
+import typer
+
+from backend.cli.common import console, fail, load_or_exit
+from backend.queue.admission import reasons
+from backend.queue.keeper import ensure_keeper, keeper_pid
+from backend.queue.store import (
+    Entry,
+    QueueDamaged,
+    QueueRefused,
+    edit,
+    insert_by_priority,
+    move,
+    new_entry_id,
+    queue_dir,
+    read_queue,
+)
+from backend.queue.sweep import SweepError, expand
+from backend.safe_text import visible
+
+queue_app = typer.Typer(help="Runs that wait their turn: started one after another by the queue keeper.",
+                        invoke_without_command=True, no_args_is_help=False)
+
+
+@queue_app.callback()
+def show(ctx: typer.Context) -> None:
+    """List the queue: order, state, and why each entry waits."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        ensure_keeper()  # after a reboot or a killed keeper, it is back here
+        queue = read_queue()
+    except QueueDamaged as err:
+        fail(str(err))
+    for line in queue_lines(queue):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def queue_lines(queue: object) -> list[str]:
+    from backend.queue.store import QueueFile
+
+    assert isinstance(queue, QueueFile)
+    pid = keeper_pid()
+    pending = queue.pending()
+    head = f"queue: {len(pending)} pending, {len(queue.entries) - len(pending)} done; " + \
+        (f"keeper running (pid {pid})" if pid else "no keeper running")
+    lines = [head]
+    if not queue.entries:
+        return [*lines, "  (empty: `workbench queue add PROFILE` queues a run)"]
+    why = reasons(queue, psutil.virtual_memory().available)
+    lines.append(f"  {'#':>2}  {'ID':<8} {'NAME':<28} {'STATE':<8} WHY / RUN")
+    order = [*pending, *(e for e in queue.entries if not e.pending)]
+    for number, entry in enumerate(order, 1):
+        name = visible(entry.name)[:28] + (f" #{entry.attempt}" if entry.attempt > 1 else "")
+        lines.append(f"  {number:>2}  {entry.id:<8} {name:<28} {entry.state:<8} {visible(why[entry.id])}")
+    return lines
+
+
+def add(
+    profiles: Annotated[list[str], typer.Argument(help="Profile files, or names of shipped profiles.")],
+    gpus: Annotated[str, typer.Option("--gpus", help="auto (the GPUs with most free memory) or ids: 0,1.")] = "auto",
+    priority: Annotated[int, typer.Option("--priority", help="Higher starts earlier (default 0).")] = 0,
+) -> None:
+    """Queue runs (a profile with a sweep grid queues one run per combination); start the keeper."""
+    if gpus != "auto" and not re.fullmatch(r"\d+(,\d+)*", gpus):
+        fail(f"--gpus {gpus!r}: give auto or GPU ids such as 0,1")
+    folder = queue_dir()
+    (folder / "profiles").mkdir(parents=True, exist_ok=True)
+    added: list[Entry] = []
+    for name in profiles:
+        loaded, path = load_or_exit(name)
+        try:
+            expanded = expand(loaded)
+        except SweepError as err:
+            fail(f"{path}: {err}")
+        for profile in expanded:
+            entry = Entry(id=new_entry_id(), name=profile.name, profile_file="", base_dir=str(path.parent),
+                          priority=priority, gpus=gpus)
+            entry.profile_file = str(folder / "profiles" / f"{entry.id}.toml")
+            if gpus != "auto":
+                profile = profile.model_copy(update={"distribution": profile.distribution.model_copy(
+                    update={"gpu_ids": [int(g) for g in gpus.split(",")]})})
+            from backend.profile import save_profile
+
+            save_profile(profile, entry.profile_file)
+            added.append(entry)
+    try:
+        with edit(folder) as queue:
+            for entry in added:
+                insert_by_priority(queue, entry)
+    except QueueDamaged as err:
+        fail(str(err))
+    for entry in added:
+        console.print(f"queued {entry.id}  {visible(entry.name)}", markup=False, highlight=False)
+    pid = ensure_keeper(folder)
+    console.print(f"keeper: pid {pid}" if pid else "keeper: not started", markup=False, highlight=False)
+
+
+def _change(ref: str, what: str) -> None:
+    try:
+        with edit() as queue:
+            entry = queue.find(ref)
+            if what == "rm":
+                if entry.state in ("running", "starting"):
+                    raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
+                                       f"{entry.run_id}` stops it (the keeper then moves on)")
+                queue.entries.remove(entry)
+            elif what in ("up", "down"):
+                move(queue, entry, -1 if what == "up" else 1)
+            elif what == "pause":
+                if entry.state != "waiting":
+                    raise QueueRefused(f"{entry.id} is {entry.state}: only a waiting entry pauses")
+                entry.state = "paused"
+            elif what == "resume":
+                if entry.state != "paused":
+                    raise QueueRefused(f"{entry.id} is {entry.state}: only a paused entry resumes")
+                entry.state = "waiting"
+    except (QueueRefused, QueueDamaged) as err:
+        fail(str(err))
+    console.print(f"{what}: {entry.id}  {visible(entry.name)}", markup=False, highlight=False)
+    if what == "resume":
+        ensure_keeper()
+
+
+def rm(entry: Annotated[str, typer.Argument(help="Queue entry id (or its start).")]) -> None:
+    """Remove a waiting or paused entry (a running one is stopped with `workbench stop RUN`)."""
+    _change(entry, "rm")
+
+
+def up(entry: Annotated[str, typer.Argument(help="Queue entry id.")]) -> None:
+    """Move a waiting entry one place earlier."""
+    _change(entry, "up")
+
+
+def down(entry: Annotated[str, typer.Argument(help="Queue entry id.")]) -> None:
+    """Move a waiting entry one place later."""
+    _change(entry, "down")
+
+
+def pause(entry: Annotated[str, typer.Argument(help="Queue entry id.")]) -> None:
+    """Hold a waiting entry: the ones behind it go first."""
+    _change(entry, "pause")
+
+
+def resume(entry: Annotated[str, typer.Argument(help="Queue entry id.")]) -> None:
+    """Let a paused entry wait its turn again."""
+    _change(entry, "resume")
+
+
+def wake() -> None:
+    """Any workbench command: start the keeper when entries wait and none is alive (after a reboot)."""
+    if not (queue_dir() / "queue.json").exists():
+        return
+    try:
+        ensure_keeper()
+    except Exception:  # noqa: BLE001 - the queue never stops another command
+        pass
+
+
+def register(app: typer.Typer) -> None:
+    for command in (add, rm, up, down, pause, resume):
+        queue_app.command(command.__name__)(command)
+    app.add_typer(queue_app, name="queue")
+
+

@@ -1,0 +1,59 @@
+"""Why a queued entry waits, or None when it may start now: pure decisions on numbers measured by the
+caller (host RAM on CPU; a GPU box's per-GPU free memory is the same rule per GPU)."""
+
+from __future__ import annotations
+
+from backend.queue.store import Entry, QueueFile
+from backend.units import gib
+
+
+def why_waiting(queue: QueueFile, entry: Entry, *, max_parallel: int, margin: float,
+                free_bytes: int | None, names: dict[str, str] | None = None) -> str | None:
+    """The reason `entry` does not start now, in the words the queue list shows; None: admit it.
+
+    Order: only the first waiting entry may start (the ones behind it say "after <it>"); then the
+    number of queued runs running against `max_parallel` (the entry's profile's); then memory: the
+    forecast plus `margin` of it must fit in `free_bytes` (unknown forecast or free memory: not held)."""
+    if entry.state == "paused":
+        return "paused (`workbench queue resume " + entry.id + "`)"
+    if entry.state != "waiting":
+        return None
+    waiting = [e for e in queue.entries if e.state == "waiting"]
+    if waiting and waiting[0] is not entry:
+        head = waiting[0]
+        return f"after {head.name} ({head.id})"
+    running = [e for e in queue.entries if e.state in ("running", "starting")]
+    if len(running) >= max_parallel:
+        return f"max_parallel {max_parallel} reached (running: {', '.join(e.run_id or e.id for e in running)})"
+    if entry.forecast_bytes is not None and free_bytes is not None:
+        need = int(entry.forecast_bytes * (1 + margin))
+        if need > free_bytes:
+            return f"host RAM: {gib(free_bytes)} GiB free, needs {gib(need)} GiB (forecast + margin)"
+    return None
+
+
+def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:
+    """Each pending entry's line for the list: why it waits, or what it is doing."""
+    from backend.profile import ProfileError, load_profile
+
+    out: dict[str, str] = {}
+    for entry in queue.entries:
+        if entry.state == "running":
+            out[entry.id] = f"running as {entry.run_id}"
+        elif entry.state == "starting":
+            out[entry.id] = "starting"
+        elif entry.state == "done":
+            out[entry.id] = f"{entry.outcome}" + (f" ({entry.run_id})" if entry.run_id else "") + \
+                (f": {entry.reason}" if entry.reason and entry.outcome != "finished" else "")
+        else:
+            try:
+                section = load_profile(entry.profile_file).queue
+                max_parallel, margin = section.max_parallel, section.memory_margin
+            except (ProfileError, OSError):
+                out[entry.id] = f"its queued profile {entry.profile_file} cannot be read: remove it and add it again"
+                continue
+            out[entry.id] = why_waiting(queue, entry, max_parallel=max_parallel, margin=margin,
+                                        free_bytes=free_bytes) or "next: starts at the keeper's next look"
+        if entry.note:
+            out[entry.id] += f" [{entry.note}]"
+    return out
