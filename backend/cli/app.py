@@ -37,6 +37,10 @@ def open_tui(
     ] = False,
 ) -> None:
     """Open the workbench TUI on a profile (the quickstart by default)."""
+    if ctx.invoked_subcommand != "queue":  # the queue's own commands start the keeper themselves
+        from backend.cli.queue import wake
+
+        wake()  # queued runs wait and no keeper is alive (a reboot): start it
     if ctx.invoked_subcommand is not None:
         return
     from tui.app import run_app  # Textual is imported only when the TUI is asked for
@@ -54,10 +58,11 @@ def full_app() -> typer.Typer:
         import backend.cli.export as export
         import backend.cli.jobs as jobs
         import backend.cli.profiles as profiles
+        import backend.cli.queue as queue
         import backend.cli.runs as runs
         import backend.cli.save as save
         import backend.cli.watch as watch
 
-        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, watch, data):
+        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, watch, data, queue):
             module.register(app)
     return app
