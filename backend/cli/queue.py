@@ -71,6 +71,7 @@ def add(
     profiles: Annotated[list[str], typer.Argument(help="Profile files, or names of shipped profiles.")],
     gpus: Annotated[str, typer.Option("--gpus", help="auto (the GPUs with most free memory) or ids: 0,1.")] = "auto",
     priority: Annotated[int, typer.Option("--priority", help="Higher starts earlier (default 0).")] = 0,
+    hold: Annotated[bool, typer.Option("--hold", help="Queue them paused (`workbench queue resume ID`).")] = False,
 ) -> None:
     """Queue runs (a profile with a sweep grid queues one run per combination); start the keeper."""
     if gpus != "auto" and not re.fullmatch(r"\d+(,\d+)*", gpus):
@@ -86,7 +87,7 @@ def add(
             fail(f"{path}: {err}")
         for profile in expanded:
             entry = Entry(id=new_entry_id(), name=profile.name, profile_file="", base_dir=str(path.parent),
-                          priority=priority, gpus=gpus)
+                          priority=priority, gpus=gpus, state="paused" if hold else "waiting")
             entry.profile_file = str(folder / "profiles" / f"{entry.id}.toml")
             if gpus != "auto":
                 profile = profile.model_copy(update={"distribution": profile.distribution.model_copy(

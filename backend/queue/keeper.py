@@ -7,7 +7,7 @@ like a run's supervisor (backend.runs.process.start_detached), carrying the mark
 WORKBENCH_QUEUE_DIR=<queue folder>. One keeper a data dir: it holds `keeper.lock` (backend.fs) while it
 lives; a second one exits at once. `keeper.json` records its pid, start time, host and boot, and a
 process counts as the keeper only when backend.process_identity proves it (start time + marker).
-The keeper exits when no entry is waiting or running.
+The keeper exits when no entry is waiting or running (paused ones wait for `queue resume`).
 
 Nothing is run twice: an entry is marked `starting` before its launch and gets its run id right after;
 a keeper killed in between leaves `starting`, and the next keeper adopts the run of that name created
@@ -82,7 +82,7 @@ def ensure_keeper(folder: Path | None = None) -> int | None:
     from backend.runs.process import start_detached
 
     with edit(folder) as queue:
-        if not queue.pending():
+        if not queue.keeps_keeper():
             return None
         alive = keeper_pid(folder)
         if alive is not None:
@@ -268,7 +268,7 @@ def step(folder: Path, first: bool = False) -> bool:
             elif entry.state == "starting" and first:
                 _adopt_or_retry(entry)
         start = _admit(queue)
-        if start is None and not queue.pending():
+        if start is None and not queue.keeps_keeper():
             keeper_record_path(folder).unlink(missing_ok=True)  # under the queue lock: `add` starts a new one
             return False
     if start is not None:

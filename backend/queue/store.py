@@ -80,6 +80,11 @@ class QueueFile(BaseModel):
     def pending(self) -> list[Entry]:
         return [e for e in self.entries if e.pending]
 
+    def keeps_keeper(self) -> bool:
+        """Whether the keeper has work: an entry waiting, starting or running (paused ones wait for a
+        `queue resume`, which starts the keeper again)."""
+        return any(e.state in ("waiting", "starting", "running") for e in self.entries)
+
 
 def queue_dir() -> Path:
     return data_dir() / "queue"
