@@ -56,6 +56,7 @@ def full_app() -> typer.Typer:
         import backend.cli.data as data
         import backend.cli.estimate as estimate
         import backend.cli.export as export
+        import backend.cli.export_model as export_model
         import backend.cli.jobs as jobs
         import backend.cli.profiles as profiles
         import backend.cli.queue as queue
@@ -63,6 +64,6 @@ def full_app() -> typer.Typer:
         import backend.cli.save as save
         import backend.cli.watch as watch
 
-        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, watch, data, queue):
+        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, export_model, watch, data, queue):
             module.register(app)
     return app

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.jobs.job import PROGRESS_PREFIX, InferFinish, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
-from backend.jobs.targets import target_of_run
+from backend.jobs.targets import ModelTarget, target_of_run
 from backend.paths import is_builtin, looks_local
 from backend.refs import resolve_dataset
 from backend.runs.layout import RunFolder
@@ -69,11 +69,12 @@ def validation_sources(run: RunFolder) -> list[str]:
 
 def plan_infer(run: RunFolder, *, dataset: list[str] | None = None, out: Path | None = None,
                checkpoint: int | None = None, merged: bool = False,
-               settings: InferSettings | None = None) -> tuple[str, JobSpec]:
-    """(job id, job spec) of a batch inference over `dataset` (default: the run's validation split)."""
+               settings: InferSettings | None = None, target: ModelTarget | None = None) -> tuple[str, JobSpec]:
+    """(job id, job spec) of a batch inference over `dataset` (default: the run's validation split), answered
+    by the run's checkpoint (or merged model), or by `target` when given (an export's parity check)."""
     settings = settings or InferSettings()
     sources = [_resolve_source(ref) for ref in dataset] if dataset else validation_sources(run)
-    target = target_of_run(run.path, checkpoint=checkpoint, merged=merged)
+    target = target or target_of_run(run.path, checkpoint=checkpoint, merged=merged)
     job_id = new_job_id("infer")
     out = Path(out).expanduser().resolve() if out else run.jobs_dir / job_id / RESULTS_NAME
     if out.exists():

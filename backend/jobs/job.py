@@ -30,7 +30,7 @@ from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
 from backend.runs.process import JOB_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
 from backend.runs.reconcile import reconcile
 
-JobKind = Literal["merge", "infer"]
+JobKind = Literal["merge", "infer", "export"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
@@ -67,7 +67,21 @@ class InferFinish(BaseModel):
         """Nothing: the partial results of a stopped or failed inference are kept."""
 
 
-Finish = Annotated[MergeFinish | InferFinish, Field(discriminator="kind")]
+class ExportFinish(BaseModel):
+    """What an export's supervisor needs to put the exported files in place (export_model.finish_export)."""
+
+    kind: Literal["export"] = "export"
+    temp: str  # the export's hidden temporary folder beside the target
+    target: str
+
+    def discard(self) -> None:
+        """Remove the temporary folder of an export that failed or was stopped (a hidden folder only)."""
+        temp = Path(self.temp)
+        if temp.name.startswith(".") and temp.is_dir():
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+Finish = Annotated[MergeFinish | InferFinish | ExportFinish, Field(discriminator="kind")]
 
 
 class JobSpec(BaseModel):

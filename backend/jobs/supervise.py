@@ -2,7 +2,7 @@
 
 The supervisor runs the job's argv with output to the job's log and records how it ended; then the
 kind's finishing step runs (merge: move the new model from its temporary folder into place;
-inference: publish the results file). After a failure or a stop the kind cleans up (a merge's
+inference: publish the results file; export: move the exported files into place). After a failure or a stop the kind cleans up (a merge's
 temporary folder is removed; an inference keeps its partial results). Stdlib + pydantic only.
 """
 
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from backend.jobs.job import InferFinish, JobFolder, JobSpec, MergeFinish
+from backend.jobs.job import ExportFinish, InferFinish, JobFolder, JobSpec, MergeFinish
 from backend.runs.diagnose import describe_exit
 from backend.runs.process import job_marker, start_time_of
 from backend.runs.supervise import Command, supervise
@@ -30,6 +30,10 @@ def finish(spec: JobSpec) -> str | None:
         from backend.jobs.batch_infer import finish_infer
 
         return finish_infer(data)
+    if isinstance(data, ExportFinish):
+        from backend.jobs.export_model import finish_export
+
+        return finish_export(data)
     return None
 
 
