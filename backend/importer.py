@@ -4,7 +4,7 @@ Reads what people write: `swift sft ...`, environment prefixes (`NPROC_PER_NODE=
 swift sft ...`), `export VAR=...` lines, line continuations, comments, `accelerate launch [--config_file F |
 flags] -m swift.cli.sft ...` or `... $(which swift) sft ...`, `torchrun ... swift/cli/sft.py ...`, and several
 commands in one script (pick one by number). Flags the profile has keys for become those keys (the map is
-the builder's own, `backend.command.managed_flags`); the rest go to `extra_swift_args`, checked against
+the builder's own, `backend.managed_flags`); the rest go to `extra_swift_args`, checked against
 swift's own schema; ms-swift 3.x (and 2.x) names are migrated with a note each; secrets go to `[env]`, read
 from the environment at launch. What cannot be carried is listed, and nothing is written.
 """
@@ -89,7 +89,7 @@ def import_script(text: str, schema: SwiftSchema, *, pick: int | None = None, na
 
 
 def _import_command(command: SwiftCommand, schema: SwiftSchema, *, name: str, base_dir: Path | None) -> ImportResult:
-    from backend.command import managed_flags
+    from backend.managed_flags import managed_flags
 
     if command.launcher == "deepspeed":
         raise ImportError_([f"line {command.line}: the `deepspeed` launcher (--hostfile, per-host slots) cannot be "

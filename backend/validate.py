@@ -376,7 +376,7 @@ def _multi_node(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Prob
 @rule
 def _extra_swift_args(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     """extra_swift_args against swift's own parser (issue #11): names, types, choices, managed keys, secrets."""
-    from backend.command import managed_flags
+    from backend.managed_flags import managed_flags
     from backend.oracle import OracleError
     from backend.swift_schema import extra_problems, load_schema
 

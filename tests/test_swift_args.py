@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.command import build_launch, managed_flags
+from backend.command import build_launch
+from backend.managed_flags import managed_flags
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile
 from backend.swift_schema import SwiftSchema, require_schema, swift_parse

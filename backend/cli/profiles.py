@@ -77,7 +77,7 @@ def print_explanation(plan: LaunchPlan) -> None:
         console.print(visible(f"--{flag.name} {value}  <- {source}"), highlight=False, markup=False, soft_wrap=True)
     for word in redact_words(plan.extra):
         console.print(visible(f"{word}  <- extra_swift_args"), highlight=False, markup=False, soft_wrap=True)
-    from backend.command import managed_flags
+    from backend.managed_flags import managed_flags
 
     passed = {flag.name for flag in plan.flags}
     unset = sorted({key for name, key in managed_flags().items()
@@ -152,7 +152,7 @@ def _swift_schema_or_exit() -> SwiftSchema:
 
 
 def swift_schema_listing(prefix: str | None, command: str) -> None:
-    from backend.command import managed_flags
+    from backend.managed_flags import managed_flags
     from backend.swift_schema import COMMANDS, SECRET_ENV, is_secret_name
 
     if command not in COMMANDS:

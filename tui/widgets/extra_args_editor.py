@@ -55,7 +55,7 @@ class ExtraArgsEditor(FieldEditor):
     def _load_schema(self) -> None:
         from textual.worker import get_current_worker
 
-        from backend.command import managed_flags
+        from backend.managed_flags import managed_flags
         from backend.oracle import OracleCancelled
         from backend.swift_schema import load_schema
 

@@ -20,8 +20,8 @@ from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
-from backend.command import unset_key_defaults
 from backend.hardware import HardwareInfo
+from backend.managed_flags import unset_key_defaults
 from backend.swift_schema import SwiftSchema
 from backend.validate import Problem
 from tui.profile_document import ProfileDocument
