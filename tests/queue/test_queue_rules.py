@@ -22,7 +22,7 @@ GIB = 1024**3
 
 
 def _entry(id_: str, state: str = "waiting", priority: int = 0, forecast: int | None = None) -> Entry:
-    return Entry(id=id_, name=f"run-{id_}", profile_file="/nowhere.toml", base_dir="/", state=state,  # type: ignore[arg-type]
+    return Entry(id=id_, name=f"run-{id_}", profile_file="/nowhere.toml", base_dir="/", state=state,
                  priority=priority, forecast_bytes=forecast, run_id=f"R-{id_}" if state == "running" else None)
 
 
@@ -69,7 +69,7 @@ def test_why_each_entry_waits() -> None:
     assert why_waiting(queue, b, max_parallel=1, margin=0.0, free_bytes=64 * GIB) == \
         "max_parallel 1 reached (running: R-a)"
     assert why_waiting(queue, c, max_parallel=1, margin=0.0, free_bytes=64 * GIB) == "after run-b (b)"
-    assert why_waiting(queue, d, max_parallel=1, margin=0.0, free_bytes=64 * GIB).startswith("paused")
+    assert str(why_waiting(queue, d, max_parallel=1, margin=0.0, free_bytes=64 * GIB)).startswith("paused")
     assert why_waiting(queue, b, max_parallel=2, margin=0.5, free_bytes=4 * GIB) == \
         "host RAM: 4.0 GiB free, needs 4.5 GiB (forecast + margin)"
     assert why_waiting(queue, b, max_parallel=2, margin=0.25, free_bytes=4 * GIB) is None
