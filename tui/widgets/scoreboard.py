@@ -1,7 +1,8 @@
 """The monitor's checkpoint scoreboard (key c): one row per checkpoint, drawn from the backend's rows
 (backend.runs.scoreboard: the same lines as `workbench checkpoints RUN` prints), the best marked `*`.
 
-Enter chats with the checkpoint under the cursor, `m` merges it, `p` pins or unpins it. The run folder is
+Enter chats with the checkpoint under the cursor, `m` merges it, `x` exports it (a choice of formats; the
+export and its parity check run as jobs, backend.jobs.export_model), `p` pins or unpins it. The run folder is
 read in a thread worker, when the panel is shown and when the monitor read something new; text from the
 folder is never markup. The rows are drawn line by line (Textual's line API): a frame costs the rows on
 screen, not the hundred a long run may have (bench/scoreboard.py).
@@ -109,6 +110,9 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     BINDINGS = [
         Binding("m", "merge_row", "Merge it", id="scoreboard-merge",
                 tooltip="Merge the checkpoint under the cursor into its base model (asks first)"),
+        Binding("x", "export_row", "Export it", id="scoreboard-export",
+                tooltip="Export the checkpoint under the cursor (merged, Ollama, GGUF, 4-bit) and check that it "
+                        "answers like the checkpoint"),
         Binding("p", "pin_row", "Pin / unpin", id="scoreboard-pin",
                 tooltip="Pin the checkpoint under the cursor (a copy save_total_limit's rotation cannot delete), "
                         "or unpin it"),
@@ -161,7 +165,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         yield Static("", classes="notes", markup=False)
 
     def on_mount(self) -> None:
-        self.border_title = "Checkpoints  (enter: chat · m: merge · p: pin)"
+        self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin)"
 
     def focus_rows(self) -> None:
         self.query_one(ScoreRows).focus()
@@ -215,6 +219,42 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         step = self.selected_step()
         if step is not None:
             self.post_message(self.MergeAsked(step))
+
+    def action_export_row(self) -> None:
+        step = self.selected_step()
+        if step is None:
+            return
+        from backend.jobs.export_model import FORMATS
+        from tui.modals.dialogs import Choice, ConfirmScreen
+
+        choices = [Choice(fmt, fmt, "primary" if fmt == "merged" else "default", key=fmt) for fmt in FORMATS]
+        body = ("Export it as a merged 16-bit model, an Ollama Modelfile (with the training template), GGUF "
+                "(needs llama.cpp's converter) or 4-bit (needs a GPU). Its answers are then compared with the "
+                "checkpoint's (parity.json in the export's folder).")
+
+        def chosen(fmt: str | None) -> None:
+            if fmt is not None:
+                self._export(step, fmt)
+
+        self.app.push_screen(ConfirmScreen(f"Export checkpoint-{step}", body, choices, id="export-choice"), chosen)
+
+    @work(thread=True, group="scoreboard-export", exit_on_error=False, description="Exporting a checkpoint")
+    def _export(self, step: int, fmt: str) -> None:
+        from backend.jobs.export_model import ExportFailed, ExportRefused, plan_export, run_export
+        from backend.jobs.parity import SAME, describe
+
+        def seen(what: str, job: object) -> None:
+            self.app.notify(f"{what}: job {getattr(job, 'job_id', '?')}", title=f"Export to {fmt}", markup=False)
+
+        try:
+            result = run_export(plan_export(RunFolder(self.run_dir), fmt, step), seen=seen)
+        except (ExportRefused, ExportFailed) as err:
+            self.app.notify(str(err), title="Not exported", severity="error", timeout=20, markup=False)
+            return
+        report = result.parity
+        lines = [str(result.folder), *(describe(report) if report else [])]
+        self.app.notify(visible_lines("\n".join(lines)), title=f"Exported to {fmt}", markup=False, timeout=30,
+                        severity="information" if report is None or report.verdict == SAME else "warning")
 
     def action_pin_row(self) -> None:
         step = self.selected_step()
