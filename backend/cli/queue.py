@@ -13,20 +13,17 @@ import psutil
 import typer
 
 from backend.cli.common import console, fail, load_or_exit
+from backend.queue.add import add_profiles
 from backend.queue.admission import reasons
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import (
-    Entry,
     QueueDamaged,
     QueueRefused,
-    edit,
-    insert_by_priority,
-    move,
-    new_entry_id,
+    change,
     queue_dir,
     read_queue,
 )
-from backend.queue.sweep import SweepError, expand
+from backend.queue.sweep import SweepError
 from backend.safe_text import visible
 
 queue_app = typer.Typer(help="Runs that wait their turn: started one after another by the queue keeper.",
@@ -76,57 +73,20 @@ def add(
     """Queue runs (a profile with a sweep grid queues one run per combination); start the keeper."""
     if gpus != "auto" and not re.fullmatch(r"\d+(,\d+)*", gpus):
         fail(f"--gpus {gpus!r}: give auto or GPU ids such as 0,1")
-    folder = queue_dir()
-    (folder / "profiles").mkdir(parents=True, exist_ok=True)
-    added: list[Entry] = []
-    for name in profiles:
-        loaded, path = load_or_exit(name)
-        try:
-            expanded = expand(loaded)
-        except SweepError as err:
-            fail(f"{path}: {err}")
-        for profile in expanded:
-            entry = Entry(id=new_entry_id(), name=profile.name, profile_file="", base_dir=str(path.parent),
-                          priority=priority, gpus=gpus, state="paused" if hold else "waiting")
-            entry.profile_file = str(folder / "profiles" / f"{entry.id}.toml")
-            if gpus != "auto":
-                profile = profile.model_copy(update={"distribution": profile.distribution.model_copy(
-                    update={"gpu_ids": [int(g) for g in gpus.split(",")]})})
-            from backend.profile import save_profile
-
-            save_profile(profile, entry.profile_file)
-            added.append(entry)
+    items = [(profile, path.parent) for profile, path in (load_or_exit(name) for name in profiles)]
     try:
-        with edit(folder) as queue:
-            for entry in added:
-                insert_by_priority(queue, entry)
-    except QueueDamaged as err:
+        added = add_profiles(items, gpus=gpus, priority=priority, hold=hold)
+    except (SweepError, QueueDamaged) as err:
         fail(str(err))
     for entry in added:
         console.print(f"queued {entry.id}  {visible(entry.name)}", markup=False, highlight=False)
-    pid = ensure_keeper(folder)
+    pid = ensure_keeper()
     console.print(f"keeper: pid {pid}" if pid else "keeper: not started", markup=False, highlight=False)
 
 
 def _change(ref: str, what: str) -> None:
     try:
-        with edit() as queue:
-            entry = queue.find(ref)
-            if what == "rm":
-                if entry.state in ("running", "starting"):
-                    raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
-                                       f"{entry.run_id}` stops it (the keeper then moves on)")
-                queue.entries.remove(entry)
-            elif what in ("up", "down"):
-                move(queue, entry, -1 if what == "up" else 1)
-            elif what == "pause":
-                if entry.state != "waiting":
-                    raise QueueRefused(f"{entry.id} is {entry.state}: only a waiting entry pauses")
-                entry.state = "paused"
-            elif what == "resume":
-                if entry.state != "paused":
-                    raise QueueRefused(f"{entry.id} is {entry.state}: only a paused entry resumes")
-                entry.state = "waiting"
+        entry = change(ref, what)
     except (QueueRefused, QueueDamaged) as err:
         fail(str(err))
     console.print(f"{what}: {entry.id}  {visible(entry.name)}", markup=False, highlight=False)

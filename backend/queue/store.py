@@ -163,3 +163,28 @@ def move(queue: QueueFile, entry: Entry, step: int) -> None:
         raise QueueRefused(f"{entry.id} is already {'first' if step < 0 else 'last'} in the queue")
     a, b = queue.entries.index(movable[i]), queue.entries.index(movable[j])
     queue.entries[a], queue.entries[b] = queue.entries[b], queue.entries[a]
+
+
+def change(ref: str, what: str, folder: Path | None = None) -> Entry:
+    """`rm`, `up`, `down`, `pause` or `resume` the entry `ref`, under the lock; the entry. QueueRefused
+    with why when that entry's state does not allow it (a running one is stopped as a run)."""
+    with edit(folder) as queue:
+        entry = queue.find(ref)
+        if what == "rm":
+            if entry.state in ("running", "starting"):
+                raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
+                                   f"{entry.run_id}` stops it (the keeper then moves on)")
+            queue.entries.remove(entry)
+        elif what in ("up", "down"):
+            move(queue, entry, -1 if what == "up" else 1)
+        elif what == "pause":
+            if entry.state != "waiting":
+                raise QueueRefused(f"{entry.id} is {entry.state}: only a waiting entry pauses")
+            entry.state = "paused"
+        elif what == "resume":
+            if entry.state != "paused":
+                raise QueueRefused(f"{entry.id} is {entry.state}: only a paused entry resumes")
+            entry.state = "waiting"
+        else:
+            raise QueueRefused(f"unknown queue change {what!r}")
+    return entry
