@@ -34,6 +34,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
     BINDINGS = [
         Binding("f2", "switch_mode('launch')", "Workspace", id="mode-launch", tooltip="The launch workspace: profile, settings, launch"),
         Binding("f3", "switch_mode('runs')", "Runs", id="mode-runs", tooltip="All runs and their monitors"),
+        Binding("f7", "open_queue", "Queue", show=False, id="open-queue", tooltip="The run queue: order, why each waits"),
         Binding("ctrl+q", "quit", "Quit", priority=True, id="quit",
                 tooltip="Quit (runs keep going); asks first when the profile has unsaved changes"),
         Binding(RETRY_KEY, "retry_failed", "Retry", id="retry",
@@ -106,6 +107,12 @@ class WorkbenchApp(WorkerFailures, App[None]):
         """Every toast shows its text as written: names, paths and errors in it are never markup."""
         super().notify(shown_as_is(message), title=shown_as_is(title), severity=severity, timeout=timeout,
                        markup=False)
+
+    def action_open_queue(self) -> None:
+        from tui.screens.queue import QueueScreen
+
+        if not isinstance(self.screen, QueueScreen):
+            self.push_screen(QueueScreen())
 
     def open_run(self, run_dir: Path) -> None:
         """Show the monitor of one run (from the launch screen after a launch, or the runs list)."""

@@ -312,14 +312,34 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                         f"{len(blocking)} error(s)", severity="error", timeout=10, markup=False)
             return
         self.app.push_screen(ConfirmScreen("Launch this run?", launch_summary(self.profile, self.problems or ()),
-                                           [Choice("Launch", True, "success", "launch"),
-                                            Choice("Cancel", False, "default", "cancel")],
+                                           [Choice("Start now", "now", "success", "launch"),
+                                            Choice("Queue", "queue", "primary", "queue"),
+                                            Choice("Cancel", "cancel", "default", "cancel")],
                                            id="confirm-launch"), self._launch_confirmed)
 
-    def _launch_confirmed(self, launch: bool | None) -> None:
-        if launch:
+    def _launch_confirmed(self, launch: str | None) -> None:
+        if launch == "now":
             self.notify("Starting the run…", timeout=4)
             self._start_run(self.profile.model_copy(deep=True), self.document.base_dir)
+        elif launch == "queue":
+            self._queue_run(self.profile.model_copy(deep=True), self.document.base_dir)
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Queueing the run")
+    def _queue_run(self, profile: LaunchProfile, base_dir: Path) -> None:
+        """Queue it (a sweep: every combination) and start the keeper (#25); the queue screen (F7) lists it."""
+        from backend.queue.add import add_profiles
+        from backend.queue.keeper import ensure_keeper
+        from backend.queue.store import QueueDamaged
+        from backend.queue.sweep import SweepError
+
+        try:
+            added = add_profiles([(profile, base_dir)])
+            ensure_keeper()
+        except (SweepError, QueueDamaged) as err:
+            self.app.notify(str(err), title="Not queued", severity="error", timeout=15, markup=False)
+            return
+        self.app.notify("\n".join(f"{e.id}  {e.name}" for e in added), title=f"Queued {len(added)} run(s) (F7: "
+                        f"the queue)", markup=False)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Starting the run")
     def _start_run(self, profile: LaunchProfile, base_dir: Path) -> None:

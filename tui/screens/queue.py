@@ -1,0 +1,130 @@
+"""The run queue (#25): waiting runs in the order they start, why each waits, and the keys to reorder,
+pause, resume and remove them. Read by a thread worker on a timer (the UI thread reads no file); every
+change goes through backend/queue (under the queue lock: safe while the keeper runs)."""
+
+from __future__ import annotations
+
+import psutil
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from backend.queue.admission import reasons
+from backend.queue.keeper import ensure_keeper, keeper_pid
+from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, change, read_queue
+from backend.safe_text import visible
+from tui.modals.dialogs import ConfirmModal
+
+COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("why", "why it waits / run"))
+EMPTY = "The queue is empty: F5 in the workspace offers \"Queue\", or `workbench queue add PROFILE`."
+
+
+class QueueScreen(Screen[None]):
+    CSS_PATH = "queue.tcss"
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="queue-back", tooltip="Close the queue"),
+        Binding("u", "move('up')", "Up", id="queue-up", tooltip="Start the entry under the cursor earlier"),
+        Binding("n", "move('down')", "Down", id="queue-down", tooltip="Start the entry under the cursor later"),
+        Binding("p", "pause", "Pause/resume", id="queue-pause", tooltip="Hold the entry, or let it wait again"),
+        Binding("x", "remove", "Remove", id="queue-rm", tooltip="Remove a waiting or paused entry (asks first)"),
+    ]
+
+    class Loaded(Message, bubble=False):
+        def __init__(self, queue: QueueFile | None, why: dict[str, str], head: str) -> None:
+            super().__init__()
+            self.queue, self.why, self.head = queue, why, head
+
+    def __init__(self, refresh_interval: float = 2.0) -> None:
+        super().__init__(id="queue-screen")
+        self.refresh_interval = refresh_interval
+        self.entries: list[Entry] = []
+        self.loads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="queue-head", markup=False)
+        yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+        yield Static(EMPTY, id="queue-empty", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title, self.sub_title = "queue", "runs that wait their turn"
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.set_interval(self.refresh_interval, self.action_reload)
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="queue-load", exit_on_error=False, description="Reading the queue")
+    def _load(self) -> None:
+        try:
+            queue = read_queue()
+        except QueueDamaged as err:
+            self.post_message(self.Loaded(None, {}, str(err)))
+            return
+        pid = keeper_pid()
+        pending = len(queue.pending())
+        head = f"{pending} pending, {len(queue.entries) - pending} done; " + \
+            (f"keeper running (pid {pid})" if pid else "no keeper running")
+        self.post_message(self.Loaded(queue, reasons(queue, psutil.virtual_memory().available), head))
+
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        self.loads += 1
+        self.query_one("#queue-head", Static).update(visible(message.head))
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        table.clear()
+        queue = message.queue
+        self.entries = [*queue.pending(), *(e for e in queue.entries if not e.pending)] if queue else []
+        for number, entry in enumerate(self.entries, 1):
+            name = visible(entry.name) + (f" #{entry.attempt}" if entry.attempt > 1 else "")
+            table.add_row(str(number), entry.id, name, entry.state, visible(message.why.get(entry.id, "")),
+                          key=entry.id)
+        if self.entries:
+            table.move_cursor(row=min(row, len(self.entries) - 1))
+        self.query_one("#queue-empty").display = not self.entries
+
+    def _selected(self) -> Entry | None:
+        table = self.query_one(DataTable)
+        if not self.entries or table.cursor_row >= len(self.entries):
+            self.notify("No entry under the cursor.", severity="warning")
+            return None
+        return self.entries[table.cursor_row]
+
+    def action_move(self, where: str) -> None:
+        entry = self._selected()
+        if entry is not None:
+            self._change(entry.id, where)
+
+    def action_pause(self) -> None:
+        entry = self._selected()
+        if entry is not None:
+            self._change(entry.id, "resume" if entry.state == "paused" else "pause")
+
+    def action_remove(self) -> None:
+        entry = self._selected()
+        if entry is None:
+            return
+        body = f"Remove {entry.id} ({visible(entry.name)}) from the queue? Its run, if any, stays."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._change(entry.id, "rm")
+        self.app.push_screen(ConfirmModal("Remove from the queue", body, "Remove"), answered)
+
+    @work(thread=True, exclusive=True, group="queue-change", exit_on_error=False, description="Changing the queue")
+    def _change(self, ref: str, what: str) -> None:
+        try:
+            change(ref, what)
+            if what == "resume":
+                ensure_keeper()
+        except (QueueRefused, QueueDamaged) as err:
+            self.app.notify(str(err), title=f"Queue {what} refused", severity="warning", timeout=10, markup=False)
+        self._load()
