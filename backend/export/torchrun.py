@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.command import build_launch, detect_decoder_layer
+from backend.command import build_launch
 from backend.export.shell import ShellVar, Token, export_lines, render_command
 from backend.hardware import HardwareInfo
+from backend.launcher_config import detect_decoder_layer
 from backend.profile import LaunchProfile
 
 FSDP_CONFIG_NAME = "fsdp_config.json"

@@ -18,8 +18,8 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.command import uses_cpu
 from backend.hardware import HardwareInfo
+from backend.launcher_config import uses_cpu
 from backend.profile import LaunchProfile
 from backend.units import gib
 from tui.screens.launch_support import model_dir_of
