@@ -146,7 +146,7 @@ def _auto_resume(entry: Entry, run: Any, most: int) -> None:
     except RunRefused as err:
         entry.state, entry.outcome, entry.ended_at = "done", "unknown", time.time()
         entry.reason = message = f"cut by a reboot; automatic resume refused: {err}"
-    append_alert(run.path, Alert(kind="resumed", message=message, run_id=run.run_id))
+    append_alert(run.path, Alert(kind="watchdog", message=message, run_id=run.run_id))
     _log(f"{entry.id} {entry.run_id}: {message}")
 
 
