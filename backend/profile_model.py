@@ -213,6 +213,7 @@ class QueueSection(_Section):
     oom_retry: int = Field(
         0, ge=0, le=8, description="A queued run failed by CUDA out of memory is queued again (this many times) with "
                                    "half the micro-batch and twice the accumulation: the same global batch.")
+    share_gpus: bool = Field(False, description="Admission may put this run on a GPU a queued run already uses.")
 
 
 SweepValue = str | int | float | bool

@@ -53,7 +53,36 @@ def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:
                 out[entry.id] = f"its queued profile {entry.profile_file} cannot be read: remove it and add it again"
                 continue
             out[entry.id] = why_waiting(queue, entry, max_parallel=max_parallel, margin=margin,
-                                        free_bytes=free_bytes) or "next: starts at the keeper's next look"
+                                        free_bytes=None if entry.waiting_for else free_bytes) \
+                or entry.waiting_for or "next: starts at the keeper's next look"
         if entry.note:
             out[entry.id] += f" [{entry.note}]"
     return out
+
+
+def pick_gpus(free: dict[int, int | None], busy: set[int], want: str, count: int, need: int | None,
+              margin: float, shared_ok: bool = False) -> tuple[list[int] | None, str | None]:
+    """The GPUs an entry gets now, or None and why it waits. `free`: each GPU's free memory as NVML reads
+    it (other processes counted); `busy`: GPUs a running queued run holds (never shared unless
+    `shared_ok`); `want`: "auto" (the `count` GPUs with the most free memory) or ids "0,1"; `need`: the
+    per-GPU forecast (None: unknown, only the count and the busy ones decide)."""
+    usable = {i: f for i, f in free.items() if shared_ok or i not in busy}
+    if want == "auto":
+        ranked = sorted(usable, key=lambda i: (-(usable[i] or 0), i))
+        if len(ranked) < count:
+            return None, f"{count} free GPU(s) needed, {len(ranked)} not held by a queued run"
+        chosen = sorted(ranked[:count])
+    else:
+        chosen = [int(i) for i in want.split(",")]
+        missing = [i for i in chosen if i not in free]
+        if missing:
+            return None, f"GPU {missing[0]} is not on this machine (GPUs: {', '.join(map(str, sorted(free)))})"
+        held = [i for i in chosen if i not in usable]
+        if held:
+            return None, f"GPU {held[0]}: held by a queued run"
+    if need is not None:
+        wanted = int(need * (1 + margin))
+        for i in chosen:
+            if usable[i] is not None and usable[i] < wanted:  # type: ignore[operator]
+                return None, f"GPU {i}: {gib(usable[i])} GiB free, needs {gib(wanted)} GiB (forecast + margin)"
+    return chosen, None

@@ -29,7 +29,7 @@ import psutil
 from backend.fs import LockTimeout, file_lock, write_text_atomic
 from backend.process_identity import Marker, current_boot_id, elsewhere, this_host
 from backend.profile import ProfileError, load_profile, save_profile
-from backend.queue.admission import why_waiting
+from backend.queue.admission import pick_gpus, why_waiting
 from backend.queue.retry import oom_retry_profile
 from backend.queue.store import (
     Entry,
@@ -209,8 +209,18 @@ def _admit(queue: QueueFile) -> Entry | None:
         return None
     if head.forecast_bytes is None:
         head.forecast_bytes = forecast_bytes(profile, Path(head.base_dir))
+    gpus = _gpu_free() if profile.distribution.device != "cpu" else {}
     reason = why_waiting(queue, head, max_parallel=profile.queue.max_parallel, margin=profile.queue.memory_margin,
-                         free_bytes=psutil.virtual_memory().available)
+                         free_bytes=None if gpus else psutil.virtual_memory().available)
+    if reason is None and gpus:
+        busy = {i for e in queue.entries if e.state in ("running", "starting") for i in (e.gpu_ids or [])}
+        chosen, reason = pick_gpus(gpus, busy, head.gpus, profile.distribution.nproc_per_node, head.forecast_bytes,
+                                   profile.queue.memory_margin, profile.queue.share_gpus)
+        if chosen is not None:
+            head.gpu_ids = chosen
+            distribution = profile.distribution.model_copy(update={"gpu_ids": chosen})
+            save_profile(profile.model_copy(update={"distribution": distribution}), head.profile_file)
+    head.waiting_for = reason if gpus else None  # the GPU reading, for the list (the CLI reads no NVML)
     if reason is not None:
         return None
     head.state, head.started_at = "starting", time.time()
@@ -236,6 +246,13 @@ def _has_gpu() -> bool:
     from backend.hardware import detect_hardware
 
     return detect_hardware().has_cuda
+
+
+def _gpu_free() -> dict[int, int | None]:
+    """Each GPU's free memory now (NVML, other processes counted); {} on a machine without GPUs."""
+    from backend.hardware import query_hardware
+
+    return {g.index: g.memory_free_bytes for g in query_hardware().gpus}
 
 
 def _launch(folder: Path, entry: Entry) -> None:

@@ -57,6 +57,8 @@ class Entry(BaseModel):
     resume_from: str | None = None  # checkpoint the retry starts from
     resumes: int = 0  # automatic resumes after a reboot
     forecast_bytes: int | None = None  # host (CPU) or per-GPU peak forecast, filled by the keeper
+    gpu_ids: list[int] | None = None  # the GPUs admission gave it (a GPU machine)
+    waiting_for: str | None = None  # the keeper's last reason on a GPU machine ("GPU 1: 31.2 GiB free, ...")
 
     @property
     def pending(self) -> bool:

@@ -123,3 +123,19 @@ def test_the_cli_adds_a_held_sweep_lists_it_and_reorders(tmp_path: Path, monkeyp
     assert [e.id for e in read_queue(tmp_path / "data" / "queue").entries] == [second.id]
     assert json.loads((tmp_path / "data" / "queue" / "queue.json").read_text())["v"] == 1
     assert not os.path.exists(tmp_path / "data" / "queue" / "keeper.json")
+
+
+def test_gpus_are_picked_from_recorded_nvml_readings() -> None:
+    from backend.queue.admission import pick_gpus
+
+    free = {0: 10 * GIB, 1: 40 * GIB, 2: 31 * GIB, 3: 39 * GIB}  # NVML's free, other processes counted
+    assert pick_gpus(free, set(), "auto", 2, 30 * GIB, 0.1) == ([1, 3], None)
+    assert pick_gpus(free, {1}, "auto", 2, 30 * GIB, 0.1) == (None, "GPU 2: 31.0 GiB free, needs 33.0 GiB "
+                                                                    "(forecast + margin)")
+    assert pick_gpus(free, {1}, "1", 1, None, 0.1) == (None, "GPU 1: held by a queued run")
+    assert pick_gpus(free, {1}, "1", 1, None, 0.1, shared_ok=True) == ([1], None)
+    assert pick_gpus(free, set(), "0", 1, 12 * GIB, 0.0) == (None, "GPU 0: 10.0 GiB free, needs 12.0 GiB "
+                                                                   "(forecast + margin)")
+    assert pick_gpus(free, set(), "7", 1, None, 0.0)[1] == "GPU 7 is not on this machine (GPUs: 0, 1, 2, 3)"
+    assert pick_gpus({0: GIB}, {0}, "auto", 1, None, 0.0) == (None, "1 free GPU(s) needed, 0 not held by a "
+                                                                    "queued run")
