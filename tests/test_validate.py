@@ -66,9 +66,9 @@ def test_fsdp_qlora_storage_must_match_compute_dtype() -> None:
 
 
 def test_qlora_without_bitsandbytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import backend.validate as module
+    import backend.validate.precision as module  # where the QLoRA rule looks for bitsandbytes
 
-    monkeypatch.setattr(module, "_installed", lambda name: name != "bitsandbytes")
+    monkeypatch.setattr(module, "installed", lambda name: name != "bitsandbytes")
     problem = _find(validate(_profile(tuner={"type": "qlora"}), gpu_box()), "tuner.type")
     assert problem.severity == "error" and "bitsandbytes" in problem.message
 
