@@ -21,7 +21,8 @@ def checkpoints(
 ) -> None:
     """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
     pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
-    from backend.runs.scoreboard import ScoreboardError, pin, scoreboard, text_lines, unpin
+    from backend.runs.pins import PinRefused, pin, unpin
+    from backend.runs.scoreboard import scoreboard, text_lines
 
     run = find_run_or_exit(run_ref)
     for step, act in ((pin_step, pin), (unpin_step, unpin)):
@@ -29,7 +30,7 @@ def checkpoints(
             continue
         try:
             said = act(run, step)
-        except ScoreboardError as err:
+        except PinRefused as err:
             fail(str(err))
         except LockTimeout:
             fail(f"another workbench command is changing the pins of {run.run_id}; try again")

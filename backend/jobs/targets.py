@@ -184,7 +184,8 @@ def pick_checkpoint(run: RunFolder, step: int | None) -> Path:
 def choose_checkpoint(run: RunFolder, step: int | None) -> tuple[Path, str]:
     """(checkpoint folder, why it was taken): checkpoint-<step> when asked for (a pinned copy when rotation
     deleted the original), else the scoreboard's best; the newest when nothing ranks them."""
-    from backend.runs.scoreboard import pinned_dir, scoreboard  # numpy: only when a run's checkpoint is chosen
+    from backend.runs.pins import pinned_dir
+    from backend.runs.scoreboard import scoreboard  # numpy: only when a run's checkpoint is chosen
 
     checkpoints = run.checkpoints()
     if step is not None:

@@ -28,7 +28,8 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import Scoreboard, ScoreboardError, pin, scoreboard, summary, table_lines, unpin
+from backend.runs.pins import PinRefused, pin, unpin
+from backend.runs.scoreboard import Scoreboard, scoreboard, summary, table_lines
 from backend.safe_text import visible, visible_lines
 from tui.worker_failures import WorkerFailures, failure_text
 
@@ -267,7 +268,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         run = RunFolder(self.run_dir)
         try:
             said = unpin(run, step) if unpin_it else pin(run, step)
-        except ScoreboardError as err:
+        except PinRefused as err:
             self.app.notify(str(err), title="Not changed", severity="error", timeout=10, markup=False)
             return
         self.app.notify(said, title="Unpinned" if unpin_it else "Pinned", markup=False)
