@@ -182,7 +182,7 @@ def run_export(plan: ExportPlan, rows: int = DEFAULT_ROWS, seen: JobSeen | None 
     told("parity: the export's answers", second)
     _wait(first, "parity (trained checkpoint)", timeout)
     _wait(second, "parity (export)", timeout)
-    report = finish_parity(plan.target, first, second, adapter=trained.label, export=exported.label, notes=notes)
+    report = finish_parity(plan.target, first, second, trained, exported, notes=notes)
     return ExportResult(plan.to, plan.target, plan.checkpoint, report)
 
 

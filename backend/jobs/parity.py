@@ -23,6 +23,7 @@ DEFAULT_ROWS = 5
 MAX_NEW_TOKENS = 64
 SAME = "same answers"
 DIFFERENT = "different answers"
+SAME_BUT_END = "same answers, different end-of-turn token"  # swift stops at its template's stop words; others don't
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ParityReport:
     source: list[str]
     first_divergence: Divergence | None = None
     notes: list[str] = field(default_factory=list)
+    end_of_turn: list[str] = field(default_factory=list)  # how the export's end-of-turn differs from the trained one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,8 +91,42 @@ def _first_difference(a: list[Any] | str, b: list[Any] | str) -> int:
     return min(len(a), len(b))
 
 
+def end_of_turn(folder: Path) -> tuple[str | None, set[int]]:
+    """(the tokenizer's eos_token, the ids generation stops at) of a model folder, as a serving runtime reads them
+    (generation_config.json, else config.json)."""
+    def read(name: str) -> dict[str, Any]:
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    token = read("tokenizer_config.json").get("eos_token")
+    ids = read("generation_config.json").get("eos_token_id", read("config.json").get("eos_token_id"))
+    found = {ids} if isinstance(ids, int) else {i for i in ids or [] if isinstance(i, int)}
+    return (token if isinstance(token, str) else None), found
+
+
+def end_of_turn_differences(trained_model: str, export_model: str) -> list[str]:
+    """What in the export's end-of-turn differs from the trained model's (its base folder): the tokenizer's
+    eos_token, or a stop id of the trained model the export does not stop at. Empty when both agree or when
+    either is not a local folder."""
+    trained, export = Path(trained_model), Path(export_model)
+    if not (trained.is_dir() and export.is_dir()):
+        return []
+    (token_a, ids_a), (token_b, ids_b) = end_of_turn(trained), end_of_turn(export)
+    found = []
+    if token_a != token_b:
+        found.append(f"tokenizer eos_token: trained {token_a!r}, export {token_b!r}")
+    if ids_a - ids_b:
+        found.append(f"eos_token_id: the trained model stops at {sorted(ids_a)}, the export at {sorted(ids_b)} "
+                     "(runtimes that stop at eos, such as vLLM, llama.cpp or transformers' generate, will run on "
+                     "past the end of the answer)")
+    return found
+
+
 def compare(adapter_rows: list[dict[str, Any]], export_rows: list[dict[str, Any]], *, adapter: str, export: str,
-            source: list[str], notes: list[str] | None = None) -> ParityReport:
+            source: list[str], notes: list[str] | None = None, end: list[str] | None = None) -> ParityReport:
     """The parity report of two batch inference results (rows matched by their index)."""
     by_index = {row["index"]: row for row in export_rows}
     same, first = 0, None
@@ -106,15 +142,20 @@ def compare(adapter_rows: list[dict[str, Any]], export_rows: list[dict[str, Any]
             first = Divergence(row["index"], row["prompt"], row["answer"], theirs,
                                _first_difference(row["answer"], theirs), token)
     verdict = SAME if first is None and adapter_rows and len(export_rows) == len(adapter_rows) else DIFFERENT
+    if verdict == SAME and end:
+        verdict = SAME_BUT_END
     return ParityReport(verdict, len(adapter_rows), same, adapter, export,
-                        "transformers (swift TransformersEngine, greedy, temperature 0)", source, first, notes or [])
+                        "transformers (swift TransformersEngine, greedy, temperature 0)", source, first, notes or [],
+                        end or [])
 
 
-def finish_parity(folder: Path, adapter_job: JobFolder, export_job: JobFolder, *, adapter: str, export: str,
-                  notes: list[str] | None = None) -> ParityReport:
-    """Compare the two finished jobs' answers and keep the report as <folder>/parity.json."""
+def finish_parity(folder: Path, adapter_job: JobFolder, export_job: JobFolder, trained: ModelTarget,
+                  exported: ModelTarget, notes: list[str] | None = None) -> ParityReport:
+    """Compare the two finished jobs' answers (and the two models' end-of-turn tokens); keep the report as
+    <folder>/parity.json."""
     report = compare(_rows(Path(adapter_job.read_spec().output)), _rows(Path(export_job.read_spec().output)),
-                     adapter=adapter, export=export, source=_sources(adapter_job), notes=notes)
+                     adapter=trained.label, export=exported.label, source=_sources(adapter_job), notes=notes,
+                     end=end_of_turn_differences(trained.model, exported.model))
     write_text_atomic(Path(folder) / PARITY_NAME, json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     return report
 
@@ -148,5 +189,6 @@ def describe(report: ParityReport) -> list[str]:
                   f"    trained: {d.adapter!r}",
                   f"    export:  {d.export!r}",
                   f"    common start: {d.adapter[:d.char]!r}"]
+    lines += [f"  end of turn differs: {line}" for line in report.end_of_turn]
     lines += [f"  note: {note}" for note in report.notes]
     return lines

@@ -33,6 +33,7 @@ async def test_x_offers_the_formats_and_says_why_one_is_refused(tmp_path: Path, 
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), what="the export choice")
         dialog = pilot.app.screen
+        assert isinstance(dialog, ConfirmScreen)
         assert [str(b.label) for b in dialog.query(Button)] == ["merged", "bnb-4bit", "awq", "gptq", "gguf", "ollama"]
         assert dialog.title_text == "Export checkpoint-2"
         await pilot.click("#choice-awq")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from typer.testing import CliRunner, Result
 from backend.cli import full_app
 from backend.jobs.export_model import plan_export
 from backend.jobs.job import list_jobs
-from backend.jobs.parity import DIFFERENT, SAME, describe, finish_parity, read_parity, start_parity
+from backend.jobs.parity import DIFFERENT, SAME, SAME_BUT_END, describe, finish_parity, read_parity, start_parity
 from backend.jobs.targets import from_checkpoint, from_model_dir
 from backend.runs.layout import RunFolder
 from tests.jobs.jobs_helpers import finish
@@ -37,13 +38,13 @@ def run(short_lora_run: RunFolder, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="module")
-def merged_export(run: RunFolder) -> dict:  # type: ignore[type-arg]
+def merged_export(run: RunFolder) -> dict[str, Any]:
     result = cli("export-model", str(run.path), "--to", "merged", "--best", "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
 
-def test_merged_export_answers_like_the_checkpoint(run: RunFolder, merged_export: dict) -> None:  # type: ignore[type-arg]
+def test_merged_export_answers_like_the_checkpoint(run: RunFolder, merged_export: dict[str, Any]) -> None:
     folder = run.path / "merged" / "checkpoint-4-merged"
     assert merged_export["format"] == "merged"
     assert merged_export["folder"] == str(folder)
@@ -62,7 +63,7 @@ def test_merged_export_answers_like_the_checkpoint(run: RunFolder, merged_export
     assert sorted("--adapters" in spec.argv for spec in infers) == [False, True]
 
 
-def test_a_second_merged_export_reuses_the_merge(run: RunFolder, merged_export: dict) -> None:  # type: ignore[type-arg]
+def test_a_second_merged_export_reuses_the_merge(run: RunFolder, merged_export: dict[str, Any]) -> None:
     plan = plan_export(run, "merged")
     assert plan.merged is not None and plan.target == run.path / "merged" / "checkpoint-4-merged"
     assert any("reusing the merged model" in note for note in plan.notes)
@@ -82,7 +83,7 @@ PARAMETER stop "<|endoftext|>"
 '''
 
 
-def test_ollama_modelfile_has_the_training_template(run: RunFolder, merged_export: dict) -> None:  # type: ignore[type-arg]
+def test_ollama_modelfile_has_the_training_template(run: RunFolder, merged_export: dict[str, Any]) -> None:
     result = cli("export-model", str(run.path), "--to", "ollama", "--rows", "2")
     assert result.exit_code == 0, result.output
     folder = run.path / "exports" / "checkpoint-4-ollama"
@@ -98,7 +99,7 @@ def test_ollama_modelfile_has_the_training_template(run: RunFolder, merged_expor
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
-def test_a_broken_export_is_reported_different(run: RunFolder, merged_export: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_a_broken_export_is_reported_different(run: RunFolder, merged_export: dict[str, Any], tmp_path: Path) -> None:
     from safetensors.numpy import load_file, save_file
 
     broken = tmp_path / "broken"
@@ -113,7 +114,7 @@ def test_a_broken_export_is_reported_different(run: RunFolder, merged_export: di
     first, second = start_parity(run, trained, exported, rows=2)
     finish(first)
     finish(second)
-    report = finish_parity(broken, first, second, adapter="trained", export="broken")
+    report = finish_parity(broken, first, second, trained, exported)
     assert report.verdict == DIFFERENT
     assert report.first_divergence is not None
     d = report.first_divergence
@@ -152,3 +153,26 @@ def test_unknown_format_names_the_choices(short_lora_run: RunFolder) -> None:
     result = cli("export-model", str(short_lora_run.path), "--to", "onnx")
     assert result.exit_code == 2
     assert "'onnx' is not a format; choose one of merged, bnb-4bit, awq, gptq, gguf, ollama" in result.output
+
+
+def test_a_wrong_end_of_turn_token_is_named(run: RunFolder, merged_export: dict[str, Any], tmp_path: Path) -> None:
+    """swift's runtime stops at its template's stop words, so it answers alike; the report still names the
+    export's end-of-turn token, which other runtimes stop at. The answers are the merged export's own jobs."""
+    broken = tmp_path / "wrong-eos"
+    shutil.copytree(run.path / "merged" / "checkpoint-4-merged", broken)
+    for name, key, value in (("tokenizer_config.json", "eos_token", "<|endoftext|>"),
+                             ("generation_config.json", "eos_token_id", 0)):
+        data = json.loads((broken / name).read_text(encoding="utf-8"))
+        (broken / name).write_text(json.dumps({**data, key: value}), encoding="utf-8")
+    adapter_job, merged_job = sorted(list_jobs(run.jobs_dir, kind="infer"),
+                                     key=lambda job: "--adapters" not in job.read_spec().argv)[:2]
+    trained = from_checkpoint(run.output_dir / "checkpoint-4", label="trained")
+    report = finish_parity(broken, adapter_job, merged_job, trained, from_model_dir(broken))
+    assert report.verdict == SAME_BUT_END
+    assert report.end_of_turn == [
+        "tokenizer eos_token: trained '<|im_end|>', export '<|endoftext|>'",
+        "eos_token_id: the trained model stops at [2], the export at [0] (runtimes that stop at eos, such as vLLM, "
+        "llama.cpp or transformers' generate, will run on past the end of the answer)"]
+    assert "  end of turn differs: tokenizer eos_token: trained '<|im_end|>', export '<|endoftext|>'" in describe(report)
+    # the merged model itself agrees with its base: nothing named
+    assert read_parity(run.path / "merged" / "checkpoint-4-merged").end_of_turn == []  # type: ignore[union-attr]
