@@ -179,17 +179,19 @@ def _profile_or_none(entry: Entry) -> Any:
         return None
 
 
-def _adopt_or_retry(entry: Entry) -> None:
-    """An entry left `starting` by a keeper killed mid-launch: its run if one was made since, else waiting."""
+def _adopt_or_retry(queue: QueueFile, entry: Entry) -> None:
+    """An entry left `starting` by a keeper killed mid-launch: the run of its name made since its start
+    and claimed by no other entry, else waiting again (it never started)."""
     from backend.runs import index
 
     since = (entry.started_at or 0) - 1
+    claimed = {str(Path(e.run_dir).resolve()) for e in queue.entries if e.run_dir}
     for run in index.known_runs():
         try:
             state = run.read_state()
         except Exception:  # noqa: BLE001 - a damaged folder is not this entry's run
             continue
-        if state.profile_name == entry.name and state.created_at >= since:
+        if state.profile_name == entry.name and state.created_at >= since and str(run.path) not in claimed:
             entry.state, entry.run_id, entry.run_dir = "running", run.run_id, str(run.path)
             _log(f"{entry.id}: adopted run {run.run_id} started by a keeper that died")
             return
@@ -283,7 +285,7 @@ def step(folder: Path, first: bool = False) -> bool:
             if entry.state == "running":
                 _watch_running(queue, entry)
             elif entry.state == "starting" and first:
-                _adopt_or_retry(entry)
+                _adopt_or_retry(queue, entry)
         start = _admit(queue)
         if start is None and not queue.keeps_keeper():
             keeper_record_path(folder).unlink(missing_ok=True)  # under the queue lock: `add` starts a new one

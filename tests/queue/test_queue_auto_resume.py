@@ -47,3 +47,29 @@ def test_a_queued_run_cut_by_a_reboot_is_resumed_by_the_keeper_then_given_up(iso
         assert len([a for a in read_alerts(run.path) if "queue keeper" in a.message]) == 1
     finally:
         stop_run(run)
+
+
+def test_an_entry_left_starting_by_a_killed_keeper_adopts_its_run_never_starts_it_twice(isolated_runs: Path) -> None:
+    from backend.runs import index
+
+    isolated_runs.mkdir(parents=True, exist_ok=True)
+    folder = isolated_runs.parent / "data" / "queue"
+    folder.mkdir(parents=True)
+    taken = h.fake_run(isolated_runs, "20260101-120000-fake-0001", status="finished", checkpoints=(2,))
+    made = h.fake_run(isolated_runs, "20260101-120001-fake-0002", status="finished", checkpoints=(2,))
+    for run in (taken, made):
+        index.register(run.path)
+    profile_file = folder / "q.toml"
+    save_profile(LaunchProfile(name="fake"), profile_file)
+    since = made.read_state().created_at - 0.5
+    with edit(folder) as queue:  # q1 has its run; q2's launch was cut after its run folder was made
+        queue.entries.append(Entry(id="q1", name="fake", profile_file=str(profile_file), base_dir="/",
+                                   state="done", outcome="finished", run_id=taken.run_id, run_dir=str(taken.path)))
+        queue.entries.append(Entry(id="q2", name="fake", profile_file=str(profile_file), base_dir="/",
+                                   state="starting", started_at=since))
+    assert step(folder, first=True) is True
+    entry = read_queue(folder).find("q2")
+    assert (entry.state, entry.run_id) == ("running", made.run_id)
+    assert step(folder) is False
+    assert read_queue(folder).find("q2").outcome == "finished"
+    assert sorted(p.name for p in isolated_runs.iterdir()) == [taken.run_id, made.run_id]  # nothing started
