@@ -83,6 +83,7 @@ def pick_gpus(free: dict[int, int | None], busy: set[int], want: str, count: int
     if need is not None:
         wanted = int(need * (1 + margin))
         for i in chosen:
-            if usable[i] is not None and usable[i] < wanted:  # type: ignore[operator]
-                return None, f"GPU {i}: {gib(usable[i])} GiB free, needs {gib(wanted)} GiB (forecast + margin)"
+            free_bytes = usable[i]
+            if free_bytes is not None and free_bytes < wanted:
+                return None, f"GPU {i}: {gib(free_bytes)} GiB free, needs {gib(wanted)} GiB (forecast + margin)"
     return chosen, None
