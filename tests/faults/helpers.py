@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,7 +72,10 @@ def sleeper(seconds: float = 120, marker: Path | None = None) -> subprocess.Pope
     env.pop(RUN_MARKER_ENV, None)
     if marker is not None:
         env[RUN_MARKER_ENV] = str(Path(marker).resolve())
-    return subprocess.Popen(["sleep", str(seconds)], env=env)
+    # SIGINT as a run's process has it: a pytest started in the background by a script (`.ci/run &`) ignores
+    # SIGINT, and an ignored signal stays ignored across exec (the supervisor's own handler resets it for a run)
+    return subprocess.Popen(["sleep", str(seconds)], env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def started(pid: int) -> float:
