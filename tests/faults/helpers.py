@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typer.testing import CliRunner, Result
 from backend.cli import full_app
 from backend.runs.layout import RunFolder
 from backend.runs.process import RUN_MARKER_ENV
+from tests.terminal_signals import default_terminal_signals
 
 runner = CliRunner()
 
@@ -72,10 +72,8 @@ def sleeper(seconds: float = 120, marker: Path | None = None) -> subprocess.Pope
     env.pop(RUN_MARKER_ENV, None)
     if marker is not None:
         env[RUN_MARKER_ENV] = str(Path(marker).resolve())
-    # SIGINT as a run's process has it: a pytest started in the background by a script (`.ci/run &`) ignores
-    # SIGINT, and an ignored signal stays ignored across exec (the supervisor's own handler resets it for a run)
-    return subprocess.Popen(["sleep", str(seconds)], env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # SIGINT as a run's process has it (the supervisor starts the trainer so), whatever pytest inherited
+    return subprocess.Popen(["sleep", str(seconds)], env=env, preexec_fn=default_terminal_signals)
 
 
 def started(pid: int) -> float:

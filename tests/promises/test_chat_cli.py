@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from backend.runs.layout import RunFolder
+from tests.terminal_signals import default_terminal_signals
 
 WORKBENCH = [sys.executable, "-m", "backend.cli"]
 GREEDY = ["--temperature", "0", "--max-new-tokens", "8"]
@@ -80,7 +81,8 @@ def test_ctrl_c_stops_an_answer_and_the_chat_goes_on(run_copy: RunFolder) -> Non
     chat_process = subprocess.Popen(
         [*WORKBENCH, "chat", str(run_copy.path), "--checkpoint", "4", "--temperature", "0",
          "--max-new-tokens", "5000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        cwd=Path(__file__).resolve().parents[2], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=default_terminal_signals)  # Ctrl-C reaches it as it would from a terminal
     try:
         assert chat_process.stdin and chat_process.stdout and chat_process.stderr
         chat_process.stdin.write(b"tell me a long story\n")

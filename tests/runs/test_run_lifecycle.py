@@ -21,6 +21,7 @@ from backend.runs.layout import RunFolder
 from backend.runs.manager import find_run, refresh
 from backend.runs.process import run_processes
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
+from tests.terminal_signals import default_terminal_signals
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = pytest.mark.slow
@@ -120,7 +121,7 @@ def _cli_as_a_shell_job(profile: Path, **pipes: object) -> subprocess.Popen[str]
     """`workbench run PROFILE` as an interactive shell starts it: in a process group of its own. A terminal's
     hang-up or Ctrl-C reaches that whole group (os.killpg), not one pid."""
     return subprocess.Popen([sys.executable, "-m", "backend.cli", "run", str(profile)], process_group=0,
-                            text=True, **pipes)  # type: ignore[call-overload]
+                            preexec_fn=default_terminal_signals, text=True, **pipes)  # type: ignore[call-overload]
 
 
 def _keeps_stepping_then_finishes(run: RunFolder, max_steps: int) -> None:
