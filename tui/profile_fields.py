@@ -163,7 +163,7 @@ TABS: list[tuple[str, str, list[str]]] = [
     ("precision", "Precision", ["precision"]),
     ("distribution", "Distribution", ["distribution"]),
     ("training", "Training", ["training"]),
-    ("output", "Output", ["", "output", "run", "watch", "notify", "debug"]),
+    ("output", "Output", ["", "output", "run", "queue", "watch", "notify", "debug"]),
 ]
 
 
