@@ -16,6 +16,15 @@ from tests.tui.conftest import QUICKSTART, settle
 from tui.app import WorkbenchApp
 
 
+@pytest.fixture(scope="module", autouse=True)
+def exact_tiny_shape(tiny_model: Path) -> None:
+    """The model pane says "exact (transformers)" once transformers has been asked about the tiny model (a
+    cached answer), "formula" before: ask first, so the picture does not depend on which tests ran before."""
+    from backend.estimate.exact import exact_shape
+
+    exact_shape(tiny_model)
+
+
 def _app() -> WorkbenchApp:
     return WorkbenchApp(QUICKSTART, hardware=CPU_BOX)
 
