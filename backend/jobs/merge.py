@@ -9,7 +9,7 @@ only after the new one is in place.
 
 A merged model is a first-class model afterwards: `workbench_model.json` in its folder
 records where it came from (run, checkpoint, base model, model_type, template), and
-`merged_models()` lists every one of them for model pickers.
+`merged_models()` (backend/jobs/merged.py) lists every one of them for model pickers.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from backend.fs import write_text_atomic
 from backend.jobs.job import JobFinishError, JobFolder, JobSpec, MergeFinish, list_jobs, refresh_job, start_job
-from backend.jobs.merged import MERGED_DIR_NAME, MODEL_RECORD, MergedModel, merged_models, read_merged_model
+from backend.jobs.merged import MERGED_DIR_NAME, MODEL_RECORD
 from backend.jobs.targets import (
     TargetError,
     choose_checkpoint,
@@ -216,5 +216,3 @@ def finish_merge(spec: JobSpec, data: MergeFinish) -> str:
     shutil.rmtree(old, ignore_errors=True)
     return f"merged model written to {target} (replacing the previous one)"
 
-
-__all__ = ["MERGED_DIR_NAME", "MergedModel", "merged_models", "read_merged_model"]  # also found here

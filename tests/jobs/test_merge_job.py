@@ -16,7 +16,8 @@ import pytest
 
 from backend.jobs.batch_infer import InferSettings, start_infer
 from backend.jobs.job import JobFolder, list_jobs, refresh_job, stop_job
-from backend.jobs.merge import MergeRefused, default_target, merged_models, plan_merge, start_merge
+from backend.jobs.merge import MergeRefused, default_target, plan_merge, start_merge
+from backend.jobs.merged import merged_models
 from backend.jobs.targets import MODEL_RECORD, resolve_target
 from backend.runs.layout import RunFolder
 from backend.runs.process import job_marker

@@ -12,7 +12,7 @@ from run_fixtures import REPO, wait_for
 from textual import events
 from textual.widgets import Input, Label
 
-from backend.jobs.merge import read_merged_model
+from backend.jobs.merged import read_merged_model
 from backend.profile import load_profile
 from backend.runs.manager import refresh, start_run
 from tests.runs.helpers import wait_for as wait_until
