@@ -216,6 +216,14 @@ class QueueSection(_Section):
     share_gpus: bool = Field(False, description="Admission may put this run on a GPU a queued run already uses.")
 
 
+class EvalSection(_Section):
+    prompts: str | None = Field(
+        None, description="Golden prompts: a jsonl of {\"messages\": [...]} rows (path relative to the profile); the "
+                          "last assistant message, if any, is the reference answer. Each checkpoint answers them "
+                          "greedily (`workbench checkpoints RUN --golden`); unset = none.")
+    max_new_tokens: int = Field(64, ge=1, le=32768, description="Golden prompts: most tokens of each answer.")
+
+
 SweepValue = str | int | float | bool
 
 
@@ -239,6 +247,7 @@ class LaunchProfile(BaseModel):
     output: OutputSection = Field(default_factory=OutputSection)
     run: RunSection = Field(default_factory=RunSection)
     queue: QueueSection = Field(default_factory=QueueSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
     sweep: dict[str, list[SweepValue]] = Field(
         default_factory=dict, description="`workbench queue add` expands this grid into one queued run per "
                                           "combination: \"training.learning_rate\" = [1e-4, 2e-4] (dotted keys).")

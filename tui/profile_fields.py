@@ -162,7 +162,7 @@ TABS: list[tuple[str, str, list[str]]] = [
     ("tuner", "Tuner", ["tuner"]),
     ("precision", "Precision", ["precision"]),
     ("distribution", "Distribution", ["distribution"]),
-    ("training", "Training", ["training"]),
+    ("training", "Training", ["training", "eval"]),
     ("output", "Output", ["", "output", "run", "queue", "watch", "notify", "debug"]),
 ]
 

@@ -27,10 +27,10 @@ from pydantic import BaseModel, Field, model_validator
 
 from backend.fs import write_text_atomic
 from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
-from backend.runs.process import JOB_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
+from backend.runs.process import JOB_MARKER_ENV, RUN_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
 from backend.runs.reconcile import reconcile
 
-JobKind = Literal["merge", "infer", "export"]
+JobKind = Literal["merge", "infer", "export", "golden"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
@@ -195,7 +195,10 @@ def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFo
     """Create the job folder and start its supervisor detached; returns at once."""
     job = create_job(jobs_dir, spec, job_id)
     argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
-    env = {JOB_MARKER_ENV: str(job.path), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # a job started from a run's supervisor (golden prompts) is no process of the run: the run's marker is
+    # blanked, so the run's stop and its straggler wait leave it alone
+    env = {JOB_MARKER_ENV: str(job.path), RUN_MARKER_ENV: "", "PYTHONUNBUFFERED": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
     try:
         pid, started = start_detached(argv, env, Path(spec.cwd), job.log_path)
     except BaseException:

@@ -14,6 +14,7 @@ from backend.profile import LaunchProfile
 from backend.validate import distribution, inputs, precision  # noqa: F401 - importing registers their rules
 from backend.validate.core import PATH_RULES, RULES, PathRule, Problem, Rule, Severity, errors, register_rules
 from backend.validate.distribution import experts_untouched, host_memory
+from backend.validate.golden import golden_prompts
 from backend.validate.inputs import dataset_files, names_libraries_know, paths_exist
 
 __all__ = ["PathRule", "Problem", "Rule", "Severity", "errors", "register_rules", "validate"]
@@ -25,6 +26,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     (a child process, cached); otherwise only an already known answer about them is used."""
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(paths_exist(profile, base_dir))
+    problems += list(golden_prompts(profile, base_dir))
     problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
     problems += list(host_memory(profile, hardware, base_dir))
     problems += list(experts_untouched(profile, base_dir))
