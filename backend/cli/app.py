@@ -57,6 +57,7 @@ def full_app() -> typer.Typer:
         import backend.cli.estimate as estimate
         import backend.cli.export as export
         import backend.cli.export_model as export_model
+        import backend.cli.golden as golden
         import backend.cli.jobs as jobs
         import backend.cli.profiles as profiles
         import backend.cli.queue as queue
@@ -64,6 +65,7 @@ def full_app() -> typer.Typer:
         import backend.cli.save as save
         import backend.cli.watch as watch
 
-        for module in (profiles, runs, save, estimate, jobs, checkpoints, export, export_model, watch, data, queue):
+        for module in (profiles, runs, save, estimate, jobs, checkpoints, golden, export, export_model, watch, data,
+                       queue):
             module.register(app)
     return app

@@ -18,6 +18,11 @@ def checkpoints(
                                                  "in <run>/pinned/ that save_total_limit's rotation cannot delete.")] = None,
     unpin_step: Annotated[int | None, typer.Option("--unpin", metavar="N", help="Unpin checkpoint-N (its pinned "
                                                    "copy goes; the original, if still there, stays).")] = None,
+    golden: Annotated[bool, typer.Option("--golden", help="The golden prompts' answers per prompt: the base "
+                                         "model's, each checkpoint's (changed or not), the reference, exact match "
+                                         "and similarity.")] = False,
+    prompt: Annotated[int | None, typer.Option("--prompt", metavar="K", min=1, help="With --golden: prompt K "
+                                               "alone (counted from 1).")] = None,
 ) -> None:
     """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
     pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
@@ -37,6 +42,11 @@ def checkpoints(
         except OSError as err:
             fail(f"cannot change the pins of {run.run_id}: {err.strerror or err}", code=1)
         (err_console if as_json else console).print(said, highlight=False, markup=False, soft_wrap=True)
+    if golden or prompt is not None:
+        from backend.cli.golden import golden_view
+
+        golden_view(run, prompt, as_json)
+        return
     board = scoreboard(run)
     if as_json:
         print(json.dumps(board.to_dict(), indent=2))

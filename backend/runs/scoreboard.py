@@ -110,6 +110,7 @@ class Row:
     pinned: bool = False
     pinned_only: bool = False  # the output folder is gone (rotated away): only the pinned copy is left
     best: bool = False
+    golden: str | None = None  # golden prompts at this checkpoint ('3/5 match ref'); None: not answered
 
     @property
     def complete(self) -> bool:
@@ -148,7 +149,7 @@ class Row:
                 "train_step": self.train_step, "train_damaged": self.train_damaged,
                 "eval_value": None if self.eval_damaged else self.eval_value, "eval_step": self.eval_step,
                 "eval_damaged": self.eval_damaged, "pinned": self.pinned, "pinned_only": self.pinned_only,
-                "best": self.best}
+                "best": self.best, "golden": self.golden}
 
 
 @dataclass
@@ -159,6 +160,7 @@ class Scoreboard:
     basis: str = "eval"  # eval: the metric of the evaluations; train: the train loss (no evaluation)
     problems: list[str] = field(default_factory=list)  # damaged or newer events lines
     gone_steps: list[int] = field(default_factory=list)  # saved (an event says so), folder no longer there
+    golden_prompts: int | None = None  # prompts of the golden answers (backend/runs/golden.py); None: none yet
 
     @property
     def best(self) -> Row | None:
@@ -183,7 +185,7 @@ class Scoreboard:
         return {"run_id": self.run_id, "metric": self.metric.name, "metric_key": self.metric.key,
                 "greater_is_better": self.metric.greater_is_better, "basis": self.basis,
                 "best_step": best.step if best else None, "best_reason": self.reason(best) if best else None,
-                "problems": self.problems, "gone_steps": self.gone_steps,
+                "problems": self.problems, "gone_steps": self.gone_steps, "golden_prompts": self.golden_prompts,
                 "rows": [row.to_dict() for row in self.rows]}
 
 
@@ -367,7 +369,23 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     board.gone_steps = sorted(events.saved - set(steps))
     _align(board.rows, events)
     _choose_best(board)
+    _add_golden(run, board)
     return board
+
+
+def _add_golden(run: RunFolder, board: Scoreboard) -> None:
+    """The golden column, when the run has golden answers (#24)."""
+    from backend.runs.golden import golden_dir, read_golden
+
+    if not golden_dir(run).is_dir():
+        return
+    golden = read_golden(run, board.gone_steps)
+    if not golden.sets:
+        return
+    board.golden_prompts = golden.count
+    board.problems += golden.problems
+    for row in board.rows:
+        row.golden = golden.column(row.step)
 
 
 def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row:
@@ -440,12 +458,17 @@ HEADERS = ("", "checkpoint", "train loss", "loss EMA", "{metric}", "size", "pinn
 
 def cells(board: Scoreboard, row: Row) -> tuple[str, ...]:
     """The texts of one row, in HEADERS' order (the CLI table and the monitor's panel both draw these)."""
-    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), row.size_text(),
-            ("pinned (only copy)" if row.pinned_only else "pinned") if row.pinned else "", row.state_text())
+    golden = (row.golden or "-",) if board.golden_prompts is not None else ()  # after the metric, when answered
+    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), *golden,
+            row.size_text(), ("pinned (only copy)" if row.pinned_only else "pinned") if row.pinned else "",
+            row.state_text())
 
 
 def headers(board: Scoreboard) -> tuple[str, ...]:
-    return tuple(h.format(metric=board.metric.label) for h in HEADERS)
+    named = [h.format(metric=board.metric.label) for h in HEADERS]
+    if board.golden_prompts is not None:  # only for a run with golden answers
+        named.insert(5, "golden")
+    return tuple(named)
 
 
 def summary(board: Scoreboard) -> str:
@@ -461,7 +484,7 @@ def summary(board: Scoreboard) -> str:
 def table_lines(board: Scoreboard) -> list[str]:
     """The table alone: the header line, then one line per row (columns padded to their widest cell)."""
     table = [headers(board), *(cells(board, row) for row in board.rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
 
 

@@ -40,6 +40,7 @@ from backend.runs.verdict import judge_exit
 from backend.watch.watchdog import append_watch_log, start_watchdog
 
 if TYPE_CHECKING:
+    from backend.jobs.golden_job import GoldenKeeper
     from backend.series_summary import KeeperThread
     from backend.watch.watchdog import Watchdog, _NoWatchdog
 
@@ -162,6 +163,7 @@ class RunKept:
         self.run, self.marker = run, run_marker(run.path)
         self.watchdog: Watchdog | _NoWatchdog | None = None
         self.summary: KeeperThread | None = None
+        self.golden: GoldenKeeper | None = None
 
     def record_keeper(self, **identity: object) -> bool:
         return self.run.update_state(**identity).stop_requested
@@ -190,6 +192,7 @@ class RunKept:
                               started_at=state.started_at or time.time())
         self.watchdog = start_watchdog(self.run, child.pid)  # alerts from outside the trainer (#15)
         self.summary = _start_summary(self.run)  # so that a monitor opens a long run without reading it all
+        self.golden = _start_golden(self.run)  # golden prompts answered per checkpoint (#24)
 
     def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
         stop_requested = stopped or self.run.read_state().stop_requested
@@ -205,6 +208,8 @@ class RunKept:
             self.watchdog.finish()
         if self.summary is not None:
             self.summary.finish()
+        if self.golden is not None:  # after the final state: the checkpoints still unanswered get their job
+            self.golden.finish()
 
 
 def _start_summary(run: RunFolder) -> KeeperThread | None:
@@ -215,6 +220,17 @@ def _start_summary(run: RunFolder) -> KeeperThread | None:
         return KeeperThread(run.events_path, lambda text: append_watch_log(run.path, text)).start()
     except Exception:
         append_watch_log(run.path, f"events summary keeper could not start\n{traceback.format_exc()}")
+        return None
+
+
+def _start_golden(run: RunFolder) -> GoldenKeeper | None:
+    """The golden prompts' keeper (backend.jobs.golden_job) when the profile sets [eval] prompts."""
+    try:
+        from backend.jobs.golden_job import start_keeper
+
+        return start_keeper(run, lambda text: append_watch_log(run.path, text))
+    except Exception:
+        append_watch_log(run.path, f"golden prompts keeper could not start\n{traceback.format_exc()}")
         return None
 
 
