@@ -7,12 +7,14 @@ keeper runs; `add` and `resume` start the keeper when none is alive.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated
 
 import psutil
 import typer
 
 from backend.cli.common import console, fail, load_or_exit
+from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.admission import reasons
 from backend.queue.keeper import ensure_keeper, keeper_pid
@@ -69,11 +71,19 @@ def add(
     gpus: Annotated[str, typer.Option("--gpus", help="auto (the GPUs with most free memory) or ids: 0,1.")] = "auto",
     priority: Annotated[int, typer.Option("--priority", help="Higher starts earlier (default 0).")] = 0,
     hold: Annotated[bool, typer.Option("--hold", help="Queue them paused (`workbench queue resume ID`).")] = False,
+    slurm: Annotated[bool, typer.Option("--slurm", help="Submit to SLURM with sbatch (each after the one before; "
+                                        "--mem from the memory forecast) instead of the local keeper.")] = False,
+    time: Annotated[str, typer.Option("--time", help="--slurm: the jobs' time limit (HH:MM:SS).")] = "04:00:00",
+    partition: Annotated[str | None, typer.Option("--partition", help="--slurm: the SLURM partition.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="--slurm: the SLURM account.")] = None,
 ) -> None:
     """Queue runs (a profile with a sweep grid queues one run per combination); start the keeper."""
     if gpus != "auto" and not re.fullmatch(r"\d+(,\d+)*", gpus):
         fail(f"--gpus {gpus!r}: give auto or GPU ids such as 0,1")
     items = [(profile, path.parent) for profile, path in (load_or_exit(name) for name in profiles)]
+    if slurm:
+        _add_slurm(items, gpus=gpus, priority=priority, hold=hold, time=time, partition=partition, account=account)
+        return
     try:
         added = add_profiles(items, gpus=gpus, priority=priority, hold=hold)
     except (SweepError, QueueDamaged) as err:
@@ -84,18 +94,41 @@ def add(
     console.print(f"keeper: pid {pid}" if pid else "keeper: not started", markup=False, highlight=False)
 
 
+def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: int, hold: bool, time: str, partition: str | None,
+               account: str | None) -> None:
+    from backend.export.slurm import SlurmOptions
+    from backend.queue.slurm import SlurmRefused, submit_profiles
+
+    for given, option in ((gpus != "auto", "--gpus (SLURM gives each job its GPUs: the profile's nproc_per_node)"),
+                          (priority != 0, "--priority (SLURM orders the jobs: each is submitted after the one "
+                                          "before)"),
+                          (hold, "--hold (hold a submitted job with `scontrol hold JOBID`)")):
+        if given:
+            fail(f"--slurm does not take {option}")
+    try:
+        added = submit_profiles(items, options=SlurmOptions(time=time, partition=partition, account=account))
+    except (SlurmRefused, SweepError, QueueDamaged) as err:
+        fail(str(err))
+    for entry in added:
+        after = f" after job {entry.slurm_dependency}" if entry.slurm_dependency else ""
+        console.print(f"submitted {entry.id}  {visible(entry.name)}: SLURM job {entry.slurm_job_id}{after}, run "
+                      f"{entry.run_id}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _change(ref: str, what: str) -> None:
     try:
         entry = change(ref, what)
     except (QueueRefused, QueueDamaged) as err:
         fail(str(err))
-    console.print(f"{what}: {entry.id}  {visible(entry.name)}", markup=False, highlight=False)
+    console.print(f"{what}: {entry.id}  {visible(entry.name)}" + (f" ({entry.reason})" if entry.slurm_job_id and
+                  what == "rm" else ""), markup=False, highlight=False, soft_wrap=True)
     if what == "resume":
         ensure_keeper()
 
 
 def rm(entry: Annotated[str, typer.Argument(help="Queue entry id (or its start).")]) -> None:
-    """Remove a waiting or paused entry (a running one is stopped with `workbench stop RUN`)."""
+    """Remove a waiting or paused entry (a running one is stopped with `workbench stop RUN`); a SLURM entry's
+    job is cancelled (`scancel JOBID`, that job only)."""
     _change(entry, "rm")
 
 

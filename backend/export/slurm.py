@@ -12,7 +12,7 @@ itself gets that SIGUSR1 and passes it on to the trainer as a save-and-stop requ
 a file in the shared run folder, seen by rank 0 wherever it runs): the trainer saves at the end of its
 step and stops. The job profile has `[run] save_on_term = true`, so SLURM's SIGTERM does the same. When
 SLURM requeues the job (SLURM_RESTART_COUNT > 0), the supervisor resumes the run in place from its
-newest complete checkpoint (manager.prepare_resume); the step count carries on.
+newest complete checkpoint (resume.prepare_resume); the step count carries on.
 
 When the job starts, the batch script takes the main address from the allocation's first
 host (`scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1`) and runs the workbench's
@@ -42,9 +42,10 @@ from backend.paths import is_builtin
 from backend.profile import LaunchProfile
 from backend.refs import resolve_model
 from backend.runs import index
+from backend.runs.errors import LaunchRefused
 from backend.runs.layout import RunFolder, RunState, new_run_id, workspace_dir
-from backend.runs.manager import LaunchRefused, write_run_files
 from backend.runs.process import RUN_MARKER_ENV
+from backend.runs.start import write_run_files
 from backend.validate import Problem, errors, validate
 
 NODE_SCRIPT_NAME = "slurm_node.sh"
@@ -71,6 +72,7 @@ class SlurmOptions:
     cpus_per_task: int | None = None
     job_name: str | None = None
     main_port: int | None = None
+    mem_mib: int | None = None  # --mem per node (`queue add --slurm`: the host RAM forecast plus the margin)
     python: str = sys.executable  # the Python environment with the workbench, as the compute nodes see it
 
     def problems(self) -> list[str]:
@@ -90,6 +92,8 @@ class SlurmOptions:
             found.append(f"--cpus-per-task {self.cpus_per_task}: use 1 or more")
         if self.main_port is not None and not 1 <= self.main_port <= 65535:
             found.append(f"--port {self.main_port}: use a port from 1 to 65535")
+        if self.mem_mib is not None and self.mem_mib < 1:
+            found.append(f"memory request {self.mem_mib} MiB: use 1 MiB or more")
         return found
 
 
@@ -231,6 +235,8 @@ def _sbatch_lines(job: LaunchProfile, options: SlurmOptions, run: RunFolder) -> 
         lines.append(f"--gpus-per-node={gpus}")
     if options.cpus_per_task:
         lines.append(f"--cpus-per-task={options.cpus_per_task}")
+    if options.mem_mib:
+        lines.append(f"--mem={options.mem_mib}M")
     lines.append(f"--time={options.time}")
     # SIGUSR1 to the batch step (the supervisor) 120 s before the end: save and stop; then run again (#27)
     lines += ["--signal=B:USR1@120", "--requeue"]
@@ -317,7 +323,8 @@ def _requeued() -> bool:
 def _resume_requeued(run: RunFolder, state: RunState) -> RunState:
     """A requeued job's run: its last attempt is over (SLURM ended that job), so it goes on in place from its
     newest complete checkpoint; without one it starts again from the beginning. Said in the log."""
-    from backend.runs.manager import RunRefused, prepare_resume
+    from backend.runs.errors import RunRefused
+    from backend.runs.resume import prepare_resume
 
     def say(line: str) -> None:
         print(f"workbench: {line}", flush=True)

@@ -3,6 +3,7 @@ caller (host RAM on CPU; a GPU box's per-GPU free memory is the same rule per GP
 
 from __future__ import annotations
 
+from backend.queue.slurm import SlurmRefused, describe, job_states
 from backend.queue.store import Entry, QueueFile
 from backend.units import gib
 
@@ -37,8 +38,16 @@ def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:
     from backend.profile import ProfileError, load_profile
 
     out: dict[str, str] = {}
+    slurm: dict[str, tuple[str, str]] | str = {}
+    if any(e.state == "slurm" for e in queue.entries):
+        try:
+            slurm = job_states()
+        except SlurmRefused as err:
+            slurm = str(err)
     for entry in queue.entries:
-        if entry.state == "running":
+        if entry.state == "slurm":
+            out[entry.id] = describe(entry, slurm)
+        elif entry.state == "running":
             out[entry.id] = f"running as {entry.run_id}"
         elif entry.state == "starting":
             out[entry.id] = "starting"

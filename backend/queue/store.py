@@ -24,8 +24,10 @@ from backend.paths import data_dir
 
 QUEUE_VERSION = 1
 LOCK_WAIT_S = 30.0
-EntryState = Literal["waiting", "paused", "starting", "running", "done"]
-PENDING_STATES = ("waiting", "paused", "starting", "running")
+# slurm: submitted to SLURM with `queue add --slurm` (SLURM runs it; the keeper never touches it; its state is
+# squeue's, asked when listed)
+EntryState = Literal["waiting", "paused", "starting", "running", "done", "slurm"]
+PENDING_STATES = ("waiting", "paused", "starting", "running", "slurm")
 
 
 class QueueDamaged(Exception):
@@ -59,6 +61,8 @@ class Entry(BaseModel):
     forecast_bytes: int | None = None  # host (CPU) or per-GPU peak forecast, filled by the keeper
     gpu_ids: list[int] | None = None  # the GPUs admission gave it (a GPU machine)
     waiting_for: str | None = None  # the keeper's last reason on a GPU machine ("GPU 1: 31.2 GiB free, ...")
+    slurm_job_id: str | None = None  # `queue add --slurm`: the job sbatch answered (state "slurm")
+    slurm_dependency: str | None = None  # the job it was submitted after (--dependency=afterany:<it>)
 
     @property
     def pending(self) -> bool:
@@ -173,6 +177,10 @@ def change(ref: str, what: str, folder: Path | None = None) -> Entry:
     with edit(folder) as queue:
         entry = queue.find(ref)
         if what == "rm":
+            if entry.state == "slurm" and entry.slurm_job_id:
+                from backend.queue.slurm import cancel
+
+                entry.reason = cancel(entry.slurm_job_id)  # scancel of this job id only; SlurmRefused if it fails
             if entry.state in ("running", "starting"):
                 raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
                                    f"{entry.run_id}` stops it (the keeper then moves on)")
