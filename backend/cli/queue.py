@@ -7,6 +7,7 @@ keeper runs; `add` and `resume` start the keeper when none is alive.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,7 @@ from backend.cli.common import console, fail, load_or_exit
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.admission import reasons
+from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import (
     QueueDamaged,
@@ -58,11 +60,15 @@ def queue_lines(queue: object) -> list[str]:
     if not queue.entries:
         return [*lines, "  (empty: `workbench queue add PROFILE` queues a run)"]
     why = reasons(queue, psutil.virtual_memory().available)
-    lines.append(f"  {'#':>2}  {'ID':<8} {'NAME':<28} {'STATE':<8} WHY / RUN")
+    now = time.time()
+    starts = start_estimates(queue, now=now, why=why)
+    lines.append(f"  {'#':>2}  {'ID':<8} {'NAME':<28} {'STATE':<8} {'STARTS':<18} WHY / RUN")
     order = [*pending, *(e for e in queue.entries if not e.pending)]
     for number, entry in enumerate(order, 1):
         name = visible(entry.name)[:28] + (f" #{entry.attempt}" if entry.attempt > 1 else "")
-        lines.append(f"  {number:>2}  {entry.id:<8} {name:<28} {entry.state:<8} {visible(why[entry.id])}")
+        start = starts[entry.id].text(now) if entry.id in starts else "-"
+        lines.append(f"  {number:>2}  {entry.id:<8} {name:<28} {entry.state:<8} {start:<18} {visible(why[entry.id])}")
+    lines += [f"  {visible(note)}" for note in notes(starts)]
     return lines
 
 
@@ -73,7 +79,7 @@ def add(
     hold: Annotated[bool, typer.Option("--hold", help="Queue them paused (`workbench queue resume ID`).")] = False,
     slurm: Annotated[bool, typer.Option("--slurm", help="Submit to SLURM with sbatch (each after the one before; "
                                         "--mem from the memory forecast) instead of the local keeper.")] = False,
-    time: Annotated[str, typer.Option("--time", help="--slurm: the jobs' time limit (HH:MM:SS).")] = "04:00:00",
+    time_limit: Annotated[str, typer.Option("--time", help="--slurm: the jobs' time limit (HH:MM:SS).")] = "04:00:00",
     partition: Annotated[str | None, typer.Option("--partition", help="--slurm: the SLURM partition.")] = None,
     account: Annotated[str | None, typer.Option("--account", help="--slurm: the SLURM account.")] = None,
 ) -> None:
@@ -82,7 +88,7 @@ def add(
         fail(f"--gpus {gpus!r}: give auto or GPU ids such as 0,1")
     items = [(profile, path.parent) for profile, path in (load_or_exit(name) for name in profiles)]
     if slurm:
-        _add_slurm(items, gpus=gpus, priority=priority, hold=hold, time=time, partition=partition, account=account)
+        _add_slurm(items, gpus=gpus, priority=priority, hold=hold, time_limit=time_limit, partition=partition, account=account)
         return
     try:
         added = add_profiles(items, gpus=gpus, priority=priority, hold=hold)
@@ -94,8 +100,8 @@ def add(
     console.print(f"keeper: pid {pid}" if pid else "keeper: not started", markup=False, highlight=False)
 
 
-def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: int, hold: bool, time: str, partition: str | None,
-               account: str | None) -> None:
+def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: int, hold: bool, time_limit: str,
+               partition: str | None, account: str | None) -> None:
     from backend.export.slurm import SlurmOptions
     from backend.queue.slurm import SlurmRefused, submit_profiles
 
@@ -106,7 +112,7 @@ def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: 
         if given:
             fail(f"--slurm does not take {option}")
     try:
-        added = submit_profiles(items, options=SlurmOptions(time=time, partition=partition, account=account))
+        added = submit_profiles(items, options=SlurmOptions(time=time_limit, partition=partition, account=account))
     except (SlurmRefused, SweepError, QueueDamaged) as err:
         fail(str(err))
     for entry in added:

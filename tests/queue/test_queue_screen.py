@@ -52,6 +52,10 @@ async def test_the_queue_screen_shows_why_each_waits_and_its_keys_change_the_que
         assert rows[0][4] == "next: starts at the keeper's next look"
         assert rows[1][4] == f"after s-rank4 ({a.id})"
         assert rows[2][4].startswith(f"paused (`workbench queue resume {held.id}`")
+        assert [r[5] for r in rows] == ["now", "unknown", "unknown"]  # nothing says how long s-rank4 takes
+        assert str(screen.query_one("#queue-notes", Static).render()) == (
+            "start unknown: no basis for how long s-rank4 takes (no finished or running run of its recipe in the "
+            "queue)")
         await pilot.press("n")  # the first one down
         await _until(pilot, lambda: [e.id for e in read_queue(folder).entries][:2] == [b.id, a.id], "the move")
         await _until(pilot, lambda: _rows(screen)[0][1] == b.id, "the list repainted")

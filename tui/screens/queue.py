@@ -4,6 +4,8 @@ change goes through backend/queue (under the queue lock: safe while the keeper r
 
 from __future__ import annotations
 
+import time
+
 import psutil
 from textual import on, work
 from textual.app import ComposeResult
@@ -13,12 +15,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from backend.queue.admission import reasons
+from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, change, read_queue
 from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 
-COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("why", "why it waits / run"))
+COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("why", "why it waits / run"),
+           ("starts", "starts (estimate)"))
 EMPTY = "The queue is empty: F5 in the workspace offers \"Queue\", or `workbench queue add PROFILE`."
 
 
@@ -33,9 +37,11 @@ class QueueScreen(Screen[None]):
     ]
 
     class Loaded(Message, bubble=False):
-        def __init__(self, queue: QueueFile | None, why: dict[str, str], head: str) -> None:
+        def __init__(self, queue: QueueFile | None, why: dict[str, str], head: str,
+                     starts: dict[str, str] | None = None, notes: list[str] | None = None) -> None:
             super().__init__()
             self.queue, self.why, self.head = queue, why, head
+            self.starts, self.notes = starts or {}, notes or []
 
     def __init__(self, refresh_interval: float = 2.0) -> None:
         super().__init__(id="queue-screen")
@@ -48,6 +54,7 @@ class QueueScreen(Screen[None]):
         yield Static("", id="queue-head", markup=False)
         yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
         yield Static(EMPTY, id="queue-empty", markup=False)
+        yield Static("", id="queue-notes", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -72,7 +79,10 @@ class QueueScreen(Screen[None]):
         pending = len(queue.pending())
         head = f"{pending} pending, {len(queue.entries) - pending} done; " + \
             (f"keeper running (pid {pid})" if pid else "no keeper running")
-        self.post_message(self.Loaded(queue, reasons(queue, psutil.virtual_memory().available), head))
+        why = reasons(queue, psutil.virtual_memory().available)
+        now = time.time()
+        starts = start_estimates(queue, now=now, why=why)
+        self.post_message(self.Loaded(queue, why, head, {k: s.text(now) for k, s in starts.items()}, notes(starts)))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
@@ -86,10 +96,11 @@ class QueueScreen(Screen[None]):
         for number, entry in enumerate(self.entries, 1):
             name = visible(entry.name) + (f" #{entry.attempt}" if entry.attempt > 1 else "")
             table.add_row(str(number), entry.id, name, entry.state, visible(message.why.get(entry.id, "")),
-                          key=entry.id)
+                          message.starts.get(entry.id, "-"), key=entry.id)
         if self.entries:
             table.move_cursor(row=min(row, len(self.entries) - 1))
         self.query_one("#queue-empty").display = not self.entries
+        self.query_one("#queue-notes", Static).update("\n".join(visible(n) for n in message.notes))
 
     def _selected(self) -> Entry | None:
         table = self.query_one(DataTable)
