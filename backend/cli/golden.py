@@ -54,6 +54,8 @@ def golden_view(run: RunFolder, prompt: int | None, as_json: bool) -> None:
     from backend.runs.scoreboard import scoreboard
 
     found = read_golden(run, scoreboard(run).gone_steps)
+    if prompt is not None and found.sets and not 1 <= prompt <= found.count:
+        fail(f"--prompt {prompt}: {run.run_id} has {found.count} golden prompts (1 to {found.count})")
     if as_json:
         data = {"run_id": found.run_id, "similarity": "difflib.SequenceMatcher ratio to the reference",
                 "answered_by": [s.label for s in found.sets], "gone_before_answered": found.gone,

@@ -32,6 +32,7 @@ from typing import Any
 from backend.fs import file_lock
 from backend.jobs.job import JobFolder, JobSpec, list_jobs, new_job_id, refresh_job, start_job
 from backend.jobs.targets import ModelTarget, TargetError, from_checkpoint
+from backend.profile import ProfileError
 from backend.runs.golden import PROMPTS_COPY, answers_path, golden_dir
 from backend.runs.layout import RunFolder, checkpoint_problem
 from backend.runs.world import read_world
@@ -57,7 +58,7 @@ def prompts_of_run(run: RunFolder) -> Path:
         return copy
     try:
         profile = run.read_profile()
-    except (OSError, ValueError) as err:
+    except (ProfileError, OSError, ValueError) as err:
         raise GoldenRefused(f"run {run.run_id}: its profile.toml cannot be read ({err})") from None
     record = read_world(run.world_path)
     source = prompts_path(profile, Path(record.base_dir) if record is not None and record.base_dir else None)
@@ -139,7 +140,7 @@ def start_golden(run: RunFolder, *, steps: list[int] | None = None, base: bool |
 def _spec(run: RunFolder, plan: GoldenPlan, prompts: Path, note: str) -> JobSpec:
     try:
         max_new_tokens = run.read_profile().eval.max_new_tokens
-    except (OSError, ValueError, AttributeError):
+    except (ProfileError, OSError, ValueError, AttributeError):
         max_new_tokens = 64
     targets: list[dict[str, Any]] = []
     if plan.base:
@@ -188,7 +189,7 @@ def inference_fits(run: RunFolder) -> tuple[bool, str]:
     try:
         forecast = json.loads(run.forecast_path.read_text(encoding="utf-8"))
         device = run.read_profile().distribution.device
-    except (OSError, ValueError) as err:
+    except (ProfileError, OSError, ValueError) as err:
         return False, f"no forecast to judge by ({err}); answering after training"
     from backend.hardware import detect_hardware
     from backend.units import size
@@ -267,7 +268,7 @@ def start_keeper(run: RunFolder, say: Callable[[str], None]) -> GoldenKeeper | N
         if not run.read_profile().eval.prompts:
             return None
         prompts_of_run(run)  # copied now: what the profile named at launch
-    except (GoldenRefused, OSError, ValueError) as err:
+    except (GoldenRefused, ProfileError, OSError, ValueError) as err:
         say(f"golden prompts: not answered: {err}")
         return None
     return GoldenKeeper(run, say).start()
