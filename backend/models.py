@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from backend.estimate.shape import ConfigError, ModelShape, format_count
+from backend.estimate.formula import ConfigError
+from backend.estimate.shape import ModelShape, format_count
 from backend.oracle.cache import register_shape
 from backend.paths import BUILTIN_PREFIX, BUILTIN_SWIFT_TYPES, is_builtin
 from backend.refs import Origin

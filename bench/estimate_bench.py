@@ -36,10 +36,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
 
-    from backend.estimate import EstimateRequest, ModelShape, estimate
+    from backend.estimate import EstimateRequest, estimate
+    from backend.estimate.formula import shape_from_config_dir
 
-    llama70b = ModelShape.from_config_dir(FIXTURES / "llama2_70b")
-    qwen7b = ModelShape.from_config_dir(FIXTURES / "qwen2_5_7b")
+    llama70b = shape_from_config_dir(FIXTURES / "llama2_70b")
+    qwen7b = shape_from_config_dir(FIXTURES / "qwen2_5_7b")
     cases = {f"llama2-70b fsdp x8 {tuner}": (llama70b, EstimateRequest(tuner=tuner, distribution="fsdp", num_gpus=8))
              for tuner in ("full", "lora", "qlora")}
     cases["qwen2.5-7b + fit search 80 GiB"] = (qwen7b, EstimateRequest(gpu_memory_bytes=80 * GIB))

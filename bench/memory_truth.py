@@ -69,10 +69,11 @@ def forecast_gib(case: Case) -> tuple[float, list[str]]:
     """The forecast in GiB, and the request's fields this planner does not know (an older tree: left out)."""
     from dataclasses import fields
 
-    from backend.estimate import EstimateRequest, ModelShape, estimate
+    from backend.estimate import EstimateRequest, estimate
+    from backend.estimate.formula import shape_from_config_dir
 
     known = {f.name for f in fields(EstimateRequest)}
-    shape = ModelShape.from_config_dir(FIXTURES / case.model)
+    shape = shape_from_config_dir(FIXTURES / case.model)
     request = EstimateRequest(**{k: v for k, v in case.request.items() if k in known})
     return estimate(shape, request).per_device_total_bytes / GIB, sorted(set(case.request) - known)
 

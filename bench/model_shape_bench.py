@@ -5,7 +5,7 @@ Phi-3-mini, Mixtral-8x7B, DeepSeek-V2-Lite, DeepSeek-V2 (236 B: the slow one) an
 oracle cache:
   first:   exact_shape() - one child process (transformers + PEFT imports, meta-device build);
   cached:  cached_shape() - the cached answer, no child (median of --repeats);
-  formula: ModelShape.from_config_dir() - the pure-Python path (median).
+  formula: shape_from_config_dir() - the pure-Python path (median).
 Prints seconds / milliseconds and the cached-vs-target ratio (target: cached under 20 ms).
 
     .venv/bin/python bench/model_shape_bench.py [--repeats 50] [CONFIG_DIR ...]
@@ -39,7 +39,6 @@ def main() -> None:
     os.environ["WORKBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="shape-bench-")  # every first ask is real
 
     from backend.estimate.exact import cached_shape, exact_shape
-    from backend.estimate.shape import ModelShape
 
     print(f"{'model':<22} {'count':<24} {'first (child) s':>16} {'cached ms':>10} {'formula ms':>11} "
           f"{'cached/target':>14}")
@@ -49,7 +48,7 @@ def main() -> None:
         shape = exact_shape(folder)
         first = time.perf_counter() - started
         cached = _median_ms(functools.partial(cached_shape, folder), args.repeats)
-        formula = _median_ms(functools.partial(_formula, ModelShape, folder), args.repeats)
+        formula = _median_ms(functools.partial(_formula, folder), args.repeats)
         worst = max(worst, cached)
         print(f"{folder.name:<22} {shape.count_label:<24} {first:>16.2f} {cached:>10.2f} {formula:>11.3f} "
               f"{cached / CACHED_TARGET_MS:>14.2f}")
@@ -57,9 +56,11 @@ def main() -> None:
           f"{worst / CACHED_TARGET_MS:.2f})")
 
 
-def _formula(shape_class, folder: Path) -> None:
+def _formula(folder: Path) -> None:
     try:
-        _ = shape_class.from_config_dir(folder).total_params  # the property computes the count
+        from backend.estimate.formula import shape_from_config_dir
+
+        _ = shape_from_config_dir(folder).total_params  # the property computes the count
     except ValueError:
         pass  # DBRX's config has no hidden_size: the formula path cannot size it
 

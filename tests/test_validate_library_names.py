@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.estimate.exact import cached_answer, exact_shape
-from backend.estimate.shape import read_config
+from backend.estimate.formula import read_config
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
 from backend.validate import validate

@@ -2,11 +2,12 @@
 
 The estimate is pure Python (well under a millisecond); the shape comes from transformers itself
 (`backend.estimate.exact`: one child process the first time, cached) or from config.json's
-formula (`ModelShape.from_config_dir`).
+formula (`backend.estimate.formula.shape_from_config_dir`).
 
     from backend.estimate import ModelShape, EstimateRequest, estimate, fit_report, render_table
+    from backend.estimate.formula import shape_from_config_dir
 
-    shape = ModelShape.from_config_dir("/models/Qwen2.5-7B-Instruct")
+    shape = shape_from_config_dir("/models/Qwen2.5-7B-Instruct")
     est = estimate(shape, EstimateRequest(tuner="qlora", max_length=4096))
     est.per_device_total_bytes, est.breakdown, est.seed, est.to_json()
 """
@@ -20,11 +21,12 @@ from backend.estimate.fit import (
     fit_report,
     fit_status,
 )
+from backend.estimate.formula import ConfigError
 from backend.estimate.planner import Estimate
 from backend.estimate.report import render_table, render_text
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view
-from backend.estimate.shape import ConfigError, ModelShape
+from backend.estimate.shape import ModelShape
 
 __all__ = [
     "ConfigError",

@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.estimate.shape import ConfigError, ModelShape, read_config
+from backend.estimate.formula import (
+    QK_NORM_FAMILIES,
+    ConfigError,
+    as_list,
+    dtype_name,
+    read_config,
+    shape_from_config,
+    text_config,
+)
+from backend.estimate.shape import EXACT, LinearSpec, ModelShape
 from backend.oracle.cache import register_shape
 
 QUESTION = "model_shape"
@@ -30,7 +39,7 @@ def _decode(answer: dict[str, Any]) -> None:
             raise ValueError("no 'known' flag")
         if one["known"]:
             try:
-                ModelShape.from_oracle({}, one)
+                oracle_shape({}, one)
             except ConfigError:
                 pass  # transformers' own verdict on a config: a real answer, said as such when used
 
@@ -66,10 +75,10 @@ def shape_from(config: dict[str, Any], answer: dict[str, Any] | None, source: st
     reason = answer.get("reason") if answer else None
     if answer and answer.get("known"):
         try:
-            return ModelShape.from_oracle(config, answer, source=source)
+            return oracle_shape(config, answer, source=source)
         except ConfigError as err:  # transformers built something the planner cannot size
             reason = str(err)
-    shape = ModelShape.from_config_dict(config, source=source)
+    shape = shape_from_config(config, source=source)
     return shape.with_note(f"estimated, not exact: {reason}") if reason else shape
 
 
@@ -99,3 +108,62 @@ def exact_shape(folder_or_file: str | Path, targets: Iterable[str] = DEFAULT_TAR
     except OracleError as err:
         answer = {"known": False, "reason": f"transformers could not be asked ({err})"}
     return shape_from(config, answer, str(file))
+
+
+def oracle_shape(d: dict[str, Any], answer: dict[str, Any], source: str = "config.json") -> ModelShape:
+    """The exact shape transformers answered (backend/oracle/model_shape.py)."""
+    sizes = answer.get("sizes") or {}
+    hidden = int(sizes.get("hidden_size") or 0)
+    heads = int(sizes.get("num_heads") or 0)
+    if not (hidden and heads and answer.get("num_layers")):
+        raise ConfigError(f"{source}: transformers built {answer.get('model_class')} but no decoder sizes")
+    kinds = answer.get("layer_kinds") or []
+    linears = tuple(
+        LinearSpec(lin["name"], int(lin["in"]), int(lin["out"]), bool(lin["bias"]), int(lin["count"]),
+                   int(kind["count"]), lin["path"], bool(lin["fused"]), bool(lin["expert"]))
+        for kind in kinds for lin in kind["linears"])
+    moe = answer.get("moe") or {}
+    routed = sum(e["params"] * k["count"] for k in kinds for e in k["experts"])
+    routed += sum(lin.weight_params * lin.count * (lin.layers or 1) for lin in linears if lin.expert)
+    num_experts = int(moe.get("num_experts") or 0)
+    block_modules = [lin.weight_params + (lin.out_features if lin.bias else 0) for lin in linears]
+    block_modules += [sum(e["params"] for e in k["experts"]) for k in kinds]
+    ei = moe.get("expert_intermediate_size") or (
+        routed // max(1, moe.get("moe_layers") or 1) // max(1, num_experts) // (3 * hidden) if num_experts else 0)
+    architectures = d.get("architectures") or [answer.get("model_class") or "unknown"]
+    return ModelShape(
+        architecture=str(architectures[0]),
+        model_type=str(answer.get("model_type") or d.get("model_type") or "unknown"),
+        num_layers=int(answer["num_layers"]),
+        hidden_size=hidden,
+        intermediate_size=int(sizes.get("intermediate_size") or 4 * hidden),
+        num_heads=heads,
+        num_kv_heads=int(sizes.get("num_kv_heads") or heads),
+        head_dim=int(sizes.get("head_dim") or hidden // heads),
+        vocab_size=int(sizes.get("vocab_size") or 0),
+        max_position_embeddings=sizes.get("max_position_embeddings"),
+        tie_word_embeddings=bool(answer.get("tied_embeddings")),
+        qkv_bias=any(lin.bias for lin in linears if lin.name in ("q_proj", "qkv_proj", "query_key_value")),
+        o_bias=any(lin.bias for lin in linears if lin.name in ("o_proj", "dense", "out_proj")),
+        qk_norm=str(answer.get("model_type")) in QK_NORM_FAMILIES,
+        torch_dtype=dtype_name(text_config(d)),
+        family_known=True,
+        source=EXACT,
+        exact_params=int(answer["parameters"]),
+        block_linears=linears,
+        largest_block_params=max((int(k["params"]) for k in kinds), default=0),
+        largest_block_module_params=max(block_modules, default=0),
+        decoder_layer_class=answer.get("decoder_layer_class"),
+        fused_projections=tuple(answer.get("fused") or ()),
+        peft_counts=tuple((tuple(sorted(as_list(p["target_modules"]))), int(p["trainable"]))
+                          for p in answer.get("peft") or () if "trainable" in p),
+        num_experts=num_experts,
+        experts_per_token=int(moe.get("experts_per_token") or 0),
+        shared_experts=int(moe.get("shared_experts") or 0),
+        expert_intermediate_size=int(ei or 0),
+        shared_expert_intermediate_size=int(moe.get("shared_expert_intermediate_size") or 0) or (
+            int(moe.get("shared_experts") or 0) * int(ei or 0)),
+        moe_layers=int(moe.get("moe_layers") or 0),
+        routed_expert_params=routed if num_experts else 0,
+        router_params=int((moe.get("router") or {}).get("params") or 0) * int(moe.get("moe_layers") or 0),
+    )

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.estimate.formula import ConfigError, shape_from_config
 from backend.estimate.request import EstimateRequest
-from backend.estimate.shape import ConfigError, ModelShape
+from backend.estimate.shape import ModelShape
 
 if TYPE_CHECKING:
     from backend.profile import LaunchProfile
@@ -163,7 +164,7 @@ def _builtin_shape(name: str, shape_from: Callable[..., ModelShape]) -> ModelSha
 
     if name not in BUILTIN_MODELS:
         raise ConfigError(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
-    return ModelShape.from_config_dict(builtin_config(name), source=f"builtin:{name}")
+    return shape_from_config(builtin_config(name), source=f"builtin:{name}")
 
 
 def config_dir_for(source: str, base_dir: Path | None = None) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from backend.estimate import activations as act
 from backend.estimate import terms as t
 from backend.estimate.phases import Phase, host_peak, peak, timeline
 from backend.estimate.request import EstimateRequest
@@ -118,8 +119,8 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     inv = t.ParamInventory.from_shape(shape, req)
     gpu_states, host_states = t.model_state_terms(inv, req)
     terms = dict(gpu_states)
-    terms["activations"] = t.activation_bytes(shape, req)
-    terms["logits"] = t.logits_bytes(shape, req)
+    terms["activations"] = act.activation_bytes(shape, req)
+    terms["logits"] = act.logits_bytes(shape, req)
     terms["sharding_working"] = t.sharding_working_bytes(shape, req)
     terms["comm_buffers"] = t.comm_buffer_bytes(shape, inv, req)
     terms["optimizer_step_temp"] = t.optimizer_step_temp_bytes(inv, req)

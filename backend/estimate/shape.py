@@ -2,12 +2,13 @@
 
 Two ways to get one:
 
-* **exact** (`ModelShape.from_oracle`, via `backend.estimate.exact`): transformers' own config
+* **exact** (`oracle_shape` in backend/estimate/exact.py): transformers' own config
   class and the model built on the meta device, in a child process, cached. Exact parameter
   count, every linear layer of every block (fused projections such as Phi-3's `qkv_proj`
   included), tied embeddings by the config class's default, the decoder layer class, the
   mixture-of-experts layout, and PEFT's trainable count.
-* **formula** (`from_config_dict` / `from_config_dir`): pure Python from config.json, well under
+* **formula** (`shape_from_config` / `shape_from_config_dir` in
+  backend/estimate/formula.py): pure Python from config.json, well under
   a millisecond, for speed and for the textbook view. Exact for Llama / Mistral / Qwen2 / Qwen2.5
   / Qwen3-style dense models (a test checks it against transformers to the parameter); anything
   else is labelled "estimated, not exact", MoE configs included (Llama-style experts).
@@ -19,28 +20,12 @@ quantise, embeddings, lm_head, norms, biases, experts).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-# model_type -> do q/k/v projections carry a bias?  (o_proj never does in these families)
-_QKV_BIAS_BY_FAMILY = {"qwen2": True, "qwen2_vl": True, "qwen2_5_vl": True}
-# families with an RMSNorm over head_dim on q and k (Qwen3)
-_QK_NORM_FAMILIES = {"qwen3"}
-KNOWN_FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl"}
-_DTYPE_NAMES = {
-    "float32": "fp32", "float": "fp32", "fp32": "fp32",
-    "float16": "fp16", "half": "fp16", "fp16": "fp16",
-    "bfloat16": "bf16", "bf16": "bf16",
-}
 # the decoder's linear layers of the formula's (Llama-style) layout, as PEFT/ms-swift name them
 LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 EXACT, FORMULA = "transformers", "formula"
-
-
-class ConfigError(ValueError):
-    """config.json is missing, unreadable, or lacks a key the planner needs."""
 
 
 @dataclass(frozen=True)
@@ -154,119 +139,6 @@ class ModelShape:
             rows.append(("active", format_count(self.active_params, exact=self.trusted) + " per token"))
         rows.append(("parameters", f"{format_count(self.total_params, exact=self.trusted)} \u2014 {self.count_label}"))
         return rows
-
-    # ------------------------------------------------------------ construction
-
-    @classmethod
-    def from_config_dir(cls, path: str | Path) -> ModelShape:
-        """Read `<path>/config.json` (or `path` itself when it names the file)."""
-        data, file = read_config(path)
-        return cls.from_config_dict(data, source=str(file))
-
-    @classmethod
-    def from_config_dict(cls, d: dict[str, Any], source: str = "config.json") -> ModelShape:
-        """Formula shape from the parsed config; raise ConfigError naming any missing key.
-
-        Mixture-of-experts configs get a Llama-style expert layout (gate/up/down per expert, a
-        linear router, optional shared experts), labelled as an estimate.
-        """
-        cfg = _text_config(d)
-        hidden = _required(cfg, "hidden_size", source)
-        heads = _required(cfg, "num_attention_heads", source)
-        model_type = str(cfg.get("model_type") or d.get("model_type") or "unknown")
-        architectures = cfg.get("architectures") or d.get("architectures") or ["unknown"]
-        head_dim = cfg.get("head_dim") or hidden // heads
-        layers = _required(cfg, "num_hidden_layers", source)
-        experts = _first_int(cfg, "num_local_experts", "num_experts", "n_routed_experts") or 0
-        moe: dict[str, Any] = {}
-        if experts:
-            width = _first_int(cfg, "moe_intermediate_size") or _required(cfg, "intermediate_size", source)
-            shared = _first_int(cfg, "n_shared_experts") or 0
-            shared_width = _first_int(cfg, "shared_expert_intermediate_size") or shared * width
-            moe = dict(num_experts=experts, experts_per_token=_first_int(cfg, "num_experts_per_tok") or 1,
-                       shared_experts=shared or (1 if shared_width else 0), expert_intermediate_size=width,
-                       shared_expert_intermediate_size=shared_width, moe_layers=layers,
-                       routed_expert_params=layers * experts * 3 * hidden * width,
-                       router_params=layers * hidden * experts)
-        return cls(
-            architecture=str(architectures[0]),
-            model_type=model_type,
-            num_layers=layers,
-            hidden_size=hidden,
-            intermediate_size=_required(cfg, "intermediate_size", source),
-            num_heads=heads,
-            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(head_dim),
-            vocab_size=_required(cfg, "vocab_size", source),
-            max_position_embeddings=cfg.get("max_position_embeddings"),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", d.get("tie_word_embeddings", False))),
-            qkv_bias=bool(cfg.get("attention_bias", _QKV_BIAS_BY_FAMILY.get(model_type, False))),
-            o_bias=bool(cfg.get("attention_bias", False)),
-            mlp_bias=bool(cfg.get("mlp_bias", False)),
-            qk_norm=model_type in _QK_NORM_FAMILIES,
-            torch_dtype=_dtype(cfg),
-            family_known=model_type in KNOWN_FAMILIES and not experts,
-            **moe,
-        )
-
-    @classmethod
-    def from_oracle(cls, d: dict[str, Any], answer: dict[str, Any], source: str = "config.json") -> ModelShape:
-        """The exact shape transformers answered (backend/oracle/model_shape.py)."""
-        sizes = answer.get("sizes") or {}
-        hidden = int(sizes.get("hidden_size") or 0)
-        heads = int(sizes.get("num_heads") or 0)
-        if not (hidden and heads and answer.get("num_layers")):
-            raise ConfigError(f"{source}: transformers built {answer.get('model_class')} but no decoder sizes")
-        kinds = answer.get("layer_kinds") or []
-        linears = tuple(
-            LinearSpec(lin["name"], int(lin["in"]), int(lin["out"]), bool(lin["bias"]), int(lin["count"]),
-                       int(kind["count"]), lin["path"], bool(lin["fused"]), bool(lin["expert"]))
-            for kind in kinds for lin in kind["linears"])
-        moe = answer.get("moe") or {}
-        routed = sum(e["params"] * k["count"] for k in kinds for e in k["experts"])
-        routed += sum(lin.weight_params * lin.count * (lin.layers or 1) for lin in linears if lin.expert)
-        num_experts = int(moe.get("num_experts") or 0)
-        block_modules = [lin.weight_params + (lin.out_features if lin.bias else 0) for lin in linears]
-        block_modules += [sum(e["params"] for e in k["experts"]) for k in kinds]
-        ei = moe.get("expert_intermediate_size") or (
-            routed // max(1, moe.get("moe_layers") or 1) // max(1, num_experts) // (3 * hidden) if num_experts else 0)
-        architectures = d.get("architectures") or [answer.get("model_class") or "unknown"]
-        return cls(
-            architecture=str(architectures[0]),
-            model_type=str(answer.get("model_type") or d.get("model_type") or "unknown"),
-            num_layers=int(answer["num_layers"]),
-            hidden_size=hidden,
-            intermediate_size=int(sizes.get("intermediate_size") or 4 * hidden),
-            num_heads=heads,
-            num_kv_heads=int(sizes.get("num_kv_heads") or heads),
-            head_dim=int(sizes.get("head_dim") or hidden // heads),
-            vocab_size=int(sizes.get("vocab_size") or 0),
-            max_position_embeddings=sizes.get("max_position_embeddings"),
-            tie_word_embeddings=bool(answer.get("tied_embeddings")),
-            qkv_bias=any(lin.bias for lin in linears if lin.name in ("q_proj", "qkv_proj", "query_key_value")),
-            o_bias=any(lin.bias for lin in linears if lin.name in ("o_proj", "dense", "out_proj")),
-            qk_norm=str(answer.get("model_type")) in _QK_NORM_FAMILIES,
-            torch_dtype=_dtype(_text_config(d)),
-            family_known=True,
-            source=EXACT,
-            exact_params=int(answer["parameters"]),
-            block_linears=linears,
-            largest_block_params=max((int(k["params"]) for k in kinds), default=0),
-            largest_block_module_params=max(block_modules, default=0),
-            decoder_layer_class=answer.get("decoder_layer_class"),
-            fused_projections=tuple(answer.get("fused") or ()),
-            peft_counts=tuple((tuple(sorted(_as_list(p["target_modules"]))), int(p["trainable"]))
-                              for p in answer.get("peft") or () if "trainable" in p),
-            num_experts=num_experts,
-            experts_per_token=int(moe.get("experts_per_token") or 0),
-            shared_experts=int(moe.get("shared_experts") or 0),
-            expert_intermediate_size=int(ei or 0),
-            shared_expert_intermediate_size=int(moe.get("shared_expert_intermediate_size") or 0) or (
-                int(moe.get("shared_experts") or 0) * int(ei or 0)),
-            moe_layers=int(moe.get("moe_layers") or 0),
-            routed_expert_params=routed if num_experts else 0,
-            router_params=int((moe.get("router") or {}).get("params") or 0) * int(moe.get("moe_layers") or 0),
-        )
 
     # ------------------------------------------------------------ module shapes
 
@@ -455,51 +327,3 @@ def format_count(count: int | None, *, exact: bool = True) -> str:
         if count >= size:
             return f"{prefix}{count / size:.3g} {unit} ({count:,})"
     return f"{prefix}{count:,}"
-
-
-def _dtype(cfg: dict[str, Any]) -> str | None:
-    return _DTYPE_NAMES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "").lower())
-
-
-def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def _as_list(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
-def _text_config(d: dict[str, Any]) -> dict[str, Any]:
-    """Multimodal configs nest the language model under `text_config`; use it when the top lacks keys."""
-    nested = d.get("text_config")
-    if "hidden_size" not in d and isinstance(nested, dict):
-        return {**d, **nested}
-    return d
-
-
-def _required(cfg: dict[str, Any], key: str, source: str) -> int:
-    value = cfg.get(key)
-    if value is None:
-        raise ConfigError(f"{source}: missing key {key!r} (needed to size the model)")
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{source}: key {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
-def read_config(folder_or_file: str | Path) -> tuple[dict[str, Any], Path]:
-    """config.json of a model folder, parsed; ConfigError naming the file when it cannot be read."""
-    path = Path(folder_or_file).expanduser()
-    file = path if path.is_file() else path / "config.json"
-    if not file.exists():
-        raise ConfigError(f"no config.json in {path}: pass the model folder that holds config.json")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read {file}: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file} does not hold a JSON object")
-    return data, file

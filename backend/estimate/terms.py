@@ -12,9 +12,7 @@ Conventions (the README section explains the why):
     under autocast add a cached 16-bit copy (18);
   - LoRA / QLoRA adapters are fp32 (PEFT's autocast_adapter_dtype): 16 (+2 autocast copy);
   - bitsandbytes' paged_adamw_32bit keeps 8 bytes of moments whatever the parameter dtype.
-* Activations count the tensors autograd saves in a Llama/Qwen2 decoder layer as
-  transformers runs it (RMSNorm upcast to fp32, SDPA without the s^2 score matrix, GQA k/v
-  expanded by repeat_kv before SDPA, SwiGLU), plus LoRA's per-module dropout copies.
+* Activations and logits: backend/estimate/activations.py.
 * Each term is its size where it lives; backend/estimate/phases.py says in which phases of a run it
   lives (load, first step, optimizer step, steady step, eval, save), and the peak is the largest
   phase. Within a step gradients and activations are summed (accumulation buffers live across the
@@ -39,7 +37,6 @@ DEEPSPEED_HOST_BUFFER_FACTOR = 1.5  # DeepSpeed estimators' additional_buffer_fa
 ZERO2_ALLGATHER_ELEMENTS = 2e8  # allgather_bucket_size in the workbench's and ms-swift's zero2 configs
 ZERO2_OVERLAP_FACTOR = 4.5  # DeepSpeed docs: overlap_comm uses 4.5x the bucket sizes
 ZERO3_PREFETCH_FACTOR = 0.9  # HF "auto": stage3_prefetch_bucket_size = 0.9 * hidden^2
-LOGIT_BYTES = 12  # per logit: fp32 log-softmax output + its fp32 gradient + the fp32 input gradient
 
 # bitsandbytes 4-bit: one absmax per block of 64 weights; double quantisation stores it as
 # 8 bits plus one fp32 constant per 256 blocks (QLoRA paper, section 3: 0.127 vs 0.5 bits/param)
@@ -217,122 +214,6 @@ def model_state_terms(inv: ParamInventory, req: EstimateRequest) -> tuple[dict[s
         (host if sh.grads_on_host else gpu)["gradients"] = inv.trainable * sb.grad / sh.grads
     gpu["autocast_copies"] = inv.trainable * sb.autocast_copy
     return gpu, host
-
-
-# ---------------------------------------------------------------- activations
-
-
-def layer_activation_parts(shape: ModelShape, req: EstimateRequest) -> dict[str, float]:
-    """Bytes autograd keeps per token for one decoder layer, by origin."""
-    a = req.compute_bytes
-    h, i = shape.hidden_size, shape.mlp_width
-    full = req.tuner == "full"
-    parts = {
-        "norms": 2 * _norm_bytes(req, h, trainable=full) + _qk_norm_bytes(shape, req),
-        "linear_inputs": _linear_input_bytes(shape, req),
-        "attention": _attention_bytes(shape, req),
-        # silu input, silu output, up output (liger recomputes silu); MoE: the top-k experts each
-        # token is routed to, plus the shared experts
-        "mlp": (2 if req.liger_kernel else 3) * a * i,
-    }
-    if shape.is_moe:
-        # router logits (16-bit) and their fp32 softmax, the routing weights and the gathered
-        # per-expert copies of the token's hidden state
-        parts["router"] = (a + 4 + 4) * shape.num_experts + a * h * shape.experts_per_token
-    return parts
-
-
-def _norm_bytes(req: EstimateRequest, width: int, trainable: bool) -> float:
-    """HF RMSNorm saves its input upcast to fp32; with a trainable weight also the normalised 16-bit value."""
-    a = req.compute_bytes
-    if req.liger_kernel:
-        return a * width  # liger's RMSNorm keeps the input and a per-row rstd only
-    return 4 * width + (a * width if trainable else 0)
-
-
-def _qk_norm_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    if not shape.qk_norm:
-        return 0.0
-    return _norm_bytes(req, shape.q_dim, req.tuner == "full") + _norm_bytes(req, shape.kv_dim, req.tuner == "full")
-
-
-def _linear_input_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """Inputs linear layers keep for their weight gradients.
-
-    Full fine-tuning: one shared input for q/k/v, the attention output for o_proj, one
-    shared input for gate/up, the SwiGLU product for down_proj. LoRA: frozen base layers keep
-    nothing, but every adapted module keeps its own copy of the input (PEFT casts it to the
-    adapter dtype and applies dropout: 1-byte mask + 16-bit copy), plus lora_A's r-wide output.
-    """
-    a = req.compute_bytes
-    if req.tuner == "full":
-        return a * (2 * shape.hidden_size + shape.q_dim + shape.mlp_width)
-    adapted = list({(s.path or s.name): s for s in shape.targeted(req.resolved_targets)}.values())  # one block
-    lora_outputs = a * req.lora_rank * len(adapted)
-    if req.lora_dropout == 0 and req.adapter_dtype in ("bf16", "fp16"):
-        # no cast and no dropout: lora_A keeps the very tensor its base layer received, shared
-        # by the projections that read the same input (q/k/v, or one fused qkv; gate/up)
-        inputs = {(s.in_features, _input_group(s.name)): s.in_features for s in adapted}
-        return sum(a * width for width in inputs.values()) + lora_outputs
-    per_input = (1 + a) if req.lora_dropout > 0 else a
-    return sum(per_input * s.in_features for s in adapted) + lora_outputs
-
-
-def _input_group(name: str) -> str:
-    """Projections that read the same tensor: attention input, attention output, MLP input, MLP middle."""
-    if name in ("q_proj", "k_proj", "v_proj"):
-        return "attention_in"
-    if name in ("gate_proj", "up_proj"):
-        return "mlp_in"
-    return name
-
-
-def _attention_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """SDPA keeps q, k, v, its output and an fp32 logsumexp; no s x s matrix.
-
-    transformers' SDPA path expands k/v to all heads (repeat_kv) before the call, so the saved
-    k/v are q-sized under GQA; flash-attention-2 keeps them at kv size. eager attention
-    materialises the fp32 softmax and its 16-bit copy: heads * seq per token (the s^2 term).
-    """
-    a = req.compute_bytes
-    kv_saved = shape.kv_dim if req.attn_implementation == "flash_attention_2" else shape.q_dim
-    saved = a * (2 * shape.q_dim + 2 * kv_saved) + 4 * shape.num_heads
-    if req.attn_implementation == "eager":
-        saved += shape.num_heads * req.max_length * (4 + a)
-    return saved
-
-
-def activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """All saved activations at the start of backward, plus backward's transient gradients.
-
-    With gradient checkpointing each layer keeps only its 16-bit input, and one layer's full
-    set is rebuilt at a time (the recomputation window).
-    """
-    tokens = req.batch_size * req.max_length
-    a = req.compute_bytes
-    per_layer = sum(layer_activation_parts(shape, req).values()) * tokens
-    lm_head_trainable = req.tuner == "full"
-    final = tokens * (_norm_bytes(req, shape.hidden_size, lm_head_trainable)
-                      + (a * shape.hidden_size if lm_head_trainable else 0))
-    transient = tokens * a * (2 * shape.mlp_width + 2 * shape.hidden_size)
-    if req.gradient_checkpointing:
-        stored = shape.num_layers * a * shape.hidden_size * tokens + per_layer
-    else:
-        stored = shape.num_layers * per_layer
-    return stored + final + transient
-
-
-def logits_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """Logits and the loss: three fp32 batch*seq*vocab tensors at the start of backward.
-
-    (In forward: 16-bit logits + fp32 upcast + saved log-softmax, no more than that.) Liger's
-    fused linear-cross-entropy never materialises them: about one fp32 hidden-sized chunk.
-    """
-    tokens = req.batch_size * req.max_length
-    if req.liger_kernel:
-        return tokens * shape.hidden_size * (4 + 2 * req.compute_bytes)
-    held = 4 if (req.tuner == "qlora" and req.upcast_non_quantized) else 0  # an fp32 lm_head's logits, kept by the output
-    return tokens * req.loss_token_fraction * shape.vocab_size * (LOGIT_BYTES + held)
 
 
 # ---------------------------------------------------------------- sharding working memory

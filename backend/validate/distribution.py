@@ -150,8 +150,8 @@ def host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path |
     is on disk (the shape is read from it and the planner's cache; no child process)."""
     from backend.estimate.exact import cached_shape
     from backend.estimate.fit import estimate
+    from backend.estimate.formula import ConfigError
     from backend.estimate.from_profile import config_dir_for, request_from_profile
-    from backend.estimate.shape import ConfigError
     from backend.units import gib
 
     if not hardware.ram_total_bytes:
@@ -176,8 +176,9 @@ def experts_untouched(profile: LaunchProfile, base_dir: Path | None) -> Iterator
     Qwen-MoE, DeepSeek): swift's find_all_linears sees no nn.Linear in them, so only attention is trained.
     Said from the model-shape oracle's cached answer only (no child process here)."""
     from backend.estimate.exact import cached_answer, shape_from
+    from backend.estimate.formula import ConfigError, read_config
     from backend.estimate.from_profile import config_dir_for
-    from backend.estimate.shape import EXACT, ConfigError, read_config
+    from backend.estimate.shape import EXACT
 
     t = profile.tuner
     if t.type == "full" or "all-linear" not in t.target_modules or "target_parameters" in profile.extra_swift_args:

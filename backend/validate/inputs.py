@@ -180,8 +180,8 @@ def _target_modules(profile: LaunchProfile, base_dir: Path | None, keywords: tup
 def _module_paths(profile: LaunchProfile, base_dir: Path | None) -> list[str] | None:
     """The paths of the model's weight-holding modules (indices as '*'), from the cached shape answer only."""
     from backend.estimate.exact import cached_answer
+    from backend.estimate.formula import ConfigError, read_config
     from backend.estimate.from_profile import config_dir_for
-    from backend.estimate.shape import ConfigError, read_config
 
     try:
         config, _ = read_config(config_dir_for(profile.model.source, base_dir))

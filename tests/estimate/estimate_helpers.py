@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.estimate import ModelShape
+from backend.estimate.formula import shape_from_config_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GIB = 2**30
@@ -12,7 +13,7 @@ GIB = 2**30
 
 def load_shape(name: str) -> ModelShape:
     """A real model family's config.json, stored under fixtures/<name>/config.json."""
-    return ModelShape.from_config_dir(FIXTURES / name)
+    return shape_from_config_dir(FIXTURES / name)
 
 
 def rel_err(value: float, reference: float) -> float:

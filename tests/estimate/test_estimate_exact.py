@@ -30,6 +30,7 @@ from estimate_helpers import FIXTURES
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
 from backend.estimate.exact import LIBRARIES, QUESTION, cached_shape, exact_shape, shape_from
+from backend.estimate.formula import shape_from_config
 from backend.oracle import ask
 
 HAND = {
@@ -135,7 +136,7 @@ def test_active_parameters_match_the_model_cards(answers: dict) -> None:
 
 @pytest.mark.parametrize("name", ["llama3_1_8b", "qwen2_5_7b", "mistral_7b", "qwen3_8b"])
 def test_formula_path_equals_transformers_to_the_parameter(answers: dict, name: str) -> None:
-    formula = ModelShape.from_config_dict(_config(name))
+    formula = shape_from_config(_config(name))
     shape = exact(answers, name)
     assert formula.total_params == shape.total_params
     assert formula.tie_word_embeddings == shape.tie_word_embeddings
@@ -147,7 +148,7 @@ def test_formula_path_equals_transformers_to_the_parameter(answers: dict, name: 
 @pytest.mark.parametrize("tuner", ["full", "lora", "qlora"])
 def test_planner_gives_the_same_forecast_from_either_path(answers: dict, name: str, tuner: str) -> None:
     request = EstimateRequest(tuner=tuner, lora_dropout=0.0 if tuner == "qlora" else 0.05)
-    formula = estimate(ModelShape.from_config_dict(_config(name)), request)
+    formula = estimate(shape_from_config(_config(name)), request)
     assert estimate(exact(answers, name), request).breakdown == formula.breakdown
 
 

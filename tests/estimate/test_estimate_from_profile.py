@@ -8,6 +8,7 @@ import pytest
 from estimate_helpers import FIXTURES
 
 from backend.estimate import ConfigError, ModelShape
+from backend.estimate.formula import shape_from_config_dir
 from backend.estimate.from_profile import config_dir_for, request_from_profile, shape_from_profile
 from backend.profile import LaunchProfile, parse_profile
 
@@ -170,7 +171,7 @@ def test_unset_max_length_is_an_assumed_2048_tokens_not_the_whole_context(tmp_pa
     an 80 GiB GPU was 'does not fit' (306.7 GiB, logits alone 187.9); at 2,048 it fits."""
     from backend.estimate import estimate
 
-    shape = ModelShape.from_config_dir(FIXTURES / "llama3_1_8b")
+    shape = shape_from_config_dir(FIXTURES / "llama3_1_8b")
     req = request_from_profile(_unset_profile(tmp_path), shape, gpu_memory_bytes=80 * 2**30, base_dir=tmp_path)
     assert req.max_length == 2048
     assert "max_length unset: assumed 2,048 tokens per row" in " ".join(req.notes)
@@ -185,6 +186,6 @@ def test_unset_max_length_follows_the_datas_longest_row_from_swifts_report(tmp_p
 
     p = _unset_profile(tmp_path)
     remember(request_for(p, tmp_path, build_model=False), {"token_lengths": {"max": 3000, "p50": 12}})
-    req = request_from_profile(p, ModelShape.from_config_dir(FIXTURES / "llama3_1_8b"), base_dir=tmp_path)
+    req = request_from_profile(p, shape_from_config_dir(FIXTURES / "llama3_1_8b"), base_dir=tmp_path)
     assert req.max_length == 3000
     assert "the data's longest is 3,000 tokens (swift's report)" in " ".join(req.notes)

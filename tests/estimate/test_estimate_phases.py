@@ -14,6 +14,7 @@ from estimate_helpers import GIB
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
 from backend.estimate import terms as t
+from backend.estimate.formula import shape_from_config
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, vocab_size=256,
@@ -35,7 +36,7 @@ EVAL_LOGITS = 40_960
 
 
 def tiny() -> ModelShape:
-    return ModelShape.from_config_dict(TINY)
+    return shape_from_config(TINY)
 
 
 def test_tiny_model_phases_by_hand() -> None:

@@ -19,6 +19,7 @@ import pytest
 from estimate_helpers import FIXTURES, load_shape, rel_err
 
 from backend.estimate import ConfigError, ModelShape
+from backend.estimate.formula import shape_from_config, shape_from_config_dir
 
 
 @pytest.mark.parametrize(
@@ -89,7 +90,7 @@ def test_largest_module_is_the_embedding_for_large_vocabularies(qwen7b: ModelSha
 
 
 def test_reads_config_file_path_and_dtype(tmp_path) -> None:
-    shape = ModelShape.from_config_dir(FIXTURES / "llama2_7b" / "config.json")
+    shape = shape_from_config_dir(FIXTURES / "llama2_7b" / "config.json")
     assert shape.torch_dtype == "fp16"
     assert shape.architecture == "LlamaForCausalLM" and shape.family_known
 
@@ -100,22 +101,22 @@ def test_missing_key_is_named(key: str) -> None:
     config = json.loads((FIXTURES / "llama2_7b" / "config.json").read_text())
     del config[key]
     with pytest.raises(ConfigError, match=key):
-        ModelShape.from_config_dict(config)
+        shape_from_config(config)
 
 
 def test_missing_config_json_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="no config.json"):
-        ModelShape.from_config_dir(tmp_path)
+        shape_from_config_dir(tmp_path)
 
 
 def test_invalid_json_is_a_clear_error(tmp_path) -> None:
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read"):
-        ModelShape.from_config_dir(tmp_path)
+        shape_from_config_dir(tmp_path)
 
 
 def test_mixture_of_experts_formula_is_an_estimate_with_every_expert() -> None:
-    shape = ModelShape.from_config_dict({
+    shape = shape_from_config({
         "model_type": "somemoe", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 2,
         "intermediate_size": 16, "vocab_size": 10, "num_local_experts": 4, "num_experts_per_tok": 2})
     assert shape.is_moe and not shape.exact and shape.count_label.startswith("estimated, not exact")
@@ -125,7 +126,7 @@ def test_mixture_of_experts_formula_is_an_estimate_with_every_expert() -> None:
 
 
 def test_nested_text_config_and_unknown_family() -> None:
-    shape = ModelShape.from_config_dict({
+    shape = shape_from_config({
         "model_type": "some_vlm",
         "text_config": {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
                         "intermediate_size": 128, "vocab_size": 100},

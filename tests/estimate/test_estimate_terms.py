@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
+from backend.estimate import activations as act
 from backend.estimate import terms as t
 from backend.estimate.planner import GPU_TERMS
 
@@ -79,7 +80,7 @@ def test_model_states_single_gpu_full_bf16(llama7b: ModelShape) -> None:
 def test_full_finetune_layer_activations_by_hand(llama7b: ModelShape) -> None:
     """26h + 8I bytes per token for Llama-2-7B (bf16, SDPA, no GQA)."""
     h, i = 4096, 11008
-    parts = t.layer_activation_parts(llama7b, req(tuner="full"))
+    parts = act.layer_activation_parts(llama7b, req(tuner="full"))
     assert parts["norms"] == 2 * (4 * h + 2 * h)  # fp32 upcast input + normalised 16-bit output, twice
     assert parts["linear_inputs"] == 2 * (h + h + h + i)  # qkv input, o_proj input, gate/up input, down input
     assert parts["attention"] == 2 * 4 * h + 4 * 32  # q, k, v, output + fp32 logsumexp per head
@@ -89,49 +90,49 @@ def test_full_finetune_layer_activations_by_hand(llama7b: ModelShape) -> None:
 
 def test_lora_layer_activations_count_dropout_copies(qwen7b: ModelShape) -> None:
     h, q, i, r = 3584, 3584, 18944, 8
-    parts = t.layer_activation_parts(qwen7b, req())
+    parts = act.layer_activation_parts(qwen7b, req())
     # every adapted module keeps a 1-byte dropout mask + a 16-bit copy of its input, and lora_A's output
     assert parts["linear_inputs"] == 3 * (5 * h + q + i) + 7 * 2 * r
     assert parts["norms"] == 2 * 4 * h  # frozen norm weights: no normalised copy
-    no_dropout = t.layer_activation_parts(qwen7b, req(lora_dropout=0.0))
+    no_dropout = act.layer_activation_parts(qwen7b, req(lora_dropout=0.0))
     assert no_dropout["linear_inputs"] == 2 * (5 * h + q + i) + 7 * 2 * r
 
 
 def test_gqa_flash_attention_keeps_kv_at_kv_size(qwen7b: ModelShape) -> None:
-    sdpa = t.layer_activation_parts(qwen7b, req(attn_implementation="sdpa"))["attention"]
-    flash = t.layer_activation_parts(qwen7b, req(attn_implementation="flash_attn"))["attention"]
+    sdpa = act.layer_activation_parts(qwen7b, req(attn_implementation="sdpa"))["attention"]
+    flash = act.layer_activation_parts(qwen7b, req(attn_implementation="flash_attn"))["attention"]
     assert sdpa - flash == 2 * 2 * (qwen7b.q_dim - qwen7b.kv_dim)  # repeat_kv expands k and v
 
 
 def test_eager_attention_adds_the_s_squared_term(llama7b: ModelShape) -> None:
-    sdpa = t.layer_activation_parts(llama7b, req(max_length=1024))["attention"]
-    eager = t.layer_activation_parts(llama7b, req(max_length=1024, attn_implementation="eager"))["attention"]
+    sdpa = act.layer_activation_parts(llama7b, req(max_length=1024))["attention"]
+    eager = act.layer_activation_parts(llama7b, req(max_length=1024, attn_implementation="eager"))["attention"]
     assert eager - sdpa == 32 * 1024 * (4 + 2)  # fp32 softmax + its 16-bit copy, heads x seq per token
 
 
 def test_checkpointing_keeps_one_input_per_layer_plus_one_layer(llama7b: ModelShape) -> None:
     r = req(tuner="full", batch_size=2, max_length=1000)
     tokens = 2000
-    per_layer = sum(t.layer_activation_parts(llama7b, r).values()) * tokens
+    per_layer = sum(act.layer_activation_parts(llama7b, r).values()) * tokens
     final = tokens * (4 * 4096 + 2 * 4096 + 2 * 4096)  # final norm (+ normalised copy) + lm_head input
     transient = tokens * 2 * (2 * 11008 + 2 * 4096)
-    with_gc = t.activation_bytes(llama7b, r)
-    without = t.activation_bytes(llama7b, replace(r, gradient_checkpointing=False))
+    with_gc = act.activation_bytes(llama7b, r)
+    without = act.activation_bytes(llama7b, replace(r, gradient_checkpointing=False))
     assert with_gc == 32 * 2 * 4096 * tokens + per_layer + final + transient
     assert without == 32 * per_layer + final + transient
     assert without > 10 * (with_gc - 32 * 2 * 4096 * tokens)
 
 
 def test_activations_scale_linearly_with_tokens(qwen7b: ModelShape) -> None:
-    one = t.activation_bytes(qwen7b, req(batch_size=1))
-    four = t.activation_bytes(qwen7b, req(batch_size=4))
+    one = act.activation_bytes(qwen7b, req(batch_size=1))
+    four = act.activation_bytes(qwen7b, req(batch_size=4))
     assert four == pytest.approx(4 * one)
-    assert t.activation_bytes(qwen7b, req(max_length=4096)) == pytest.approx(2 * one)
+    assert act.activation_bytes(qwen7b, req(max_length=4096)) == pytest.approx(2 * one)
 
 
 def test_liger_kernel_shrinks_norm_and_mlp_activations(qwen7b: ModelShape) -> None:
-    plain = t.layer_activation_parts(qwen7b, req(tuner="full"))
-    liger = t.layer_activation_parts(qwen7b, req(tuner="full", liger_kernel=True))
+    plain = act.layer_activation_parts(qwen7b, req(tuner="full"))
+    liger = act.layer_activation_parts(qwen7b, req(tuner="full", liger_kernel=True))
     assert liger["norms"] < plain["norms"] and liger["mlp"] == 2 * 2 * qwen7b.intermediate_size
 
 
@@ -139,12 +140,12 @@ def test_liger_kernel_shrinks_norm_and_mlp_activations(qwen7b: ModelShape) -> No
 
 
 def test_logits_three_fp32_copies(qwen7b: ModelShape) -> None:
-    assert t.logits_bytes(qwen7b, req(batch_size=2, max_length=1024)) == 2 * 1024 * 152064 * 12
-    assert t.logits_bytes(qwen7b, req(loss_token_fraction=0.5)) == 2048 * 152064 * 12 * 0.5
+    assert act.logits_bytes(qwen7b, req(batch_size=2, max_length=1024)) == 2 * 1024 * 152064 * 12
+    assert act.logits_bytes(qwen7b, req(loss_token_fraction=0.5)) == 2048 * 152064 * 12 * 0.5
 
 
 def test_liger_never_materialises_logits(qwen7b: ModelShape) -> None:
-    assert t.logits_bytes(qwen7b, req(liger_kernel=True)) < t.logits_bytes(qwen7b, req()) / 10
+    assert act.logits_bytes(qwen7b, req(liger_kernel=True)) < act.logits_bytes(qwen7b, req()) / 10
 
 
 # ---------------------------------------------------------------- buffers, context, allocator
