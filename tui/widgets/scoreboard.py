@@ -117,6 +117,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         Binding("p", "pin_row", "Pin / unpin", id="scoreboard-pin",
                 tooltip="Pin the checkpoint under the cursor (a copy save_total_limit's rotation cannot delete), "
                         "or unpin it"),
+        Binding("g", "golden_view", "Golden answers", id="scoreboard-golden",
+                tooltip="The golden prompts' answers per prompt: base model, each checkpoint, the reference"),
     ]
     DEFAULT_CSS = """
     ScoreboardPanel {
@@ -166,7 +168,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         yield Static("", classes="notes", markup=False)
 
     def on_mount(self) -> None:
-        self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin)"
+        self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin · g: golden)"
 
     def focus_rows(self) -> None:
         self.query_one(ScoreRows).focus()
@@ -273,6 +275,20 @@ class ScoreboardPanel(WorkerFailures, Vertical):
             return
         self.app.notify(said, title="Unpinned" if unpin_it else "Pinned", markup=False)
         self._read()
+
+    def action_golden_view(self) -> None:
+        self._golden()
+
+    @work(thread=True, exclusive=True, group="scoreboard-golden", exit_on_error=False,
+          description="Reading the golden answers")
+    def _golden(self) -> None:
+        from backend.runs.golden import read_golden, view_lines
+        from tui.modals.golden import GoldenScreen
+
+        run = RunFolder(self.run_dir)
+        gone = self.board.gone_steps if self.board is not None else []
+        lines = view_lines(read_golden(run, gone))
+        self.app.call_from_thread(self.app.push_screen, GoldenScreen(f"Golden prompts of {run.run_id}", lines))
 
     # ------------------------------------------------------------ failures
 
