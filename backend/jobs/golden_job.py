@@ -10,7 +10,7 @@ turn is said "gone before answered" in the job's log and skipped: not an error.
 
 Who starts them: `workbench golden RUN [--checkpoint N]` by hand, and the run's supervisor, whose
 GoldenKeeper thread (started beside the watchdog) looks every few seconds for complete checkpoints
-without answers and starts one job for all of them — while training goes on only when the forecast
+without answers and starts one job for all of them (and the base model, the first time) — while training goes on only when the forecast
 says an inference copy of the model fits beside training (`inference_fits`), otherwise once the
 trainer has ended. Never two golden jobs at once for a run (a lock over the check and the start).
 """
@@ -234,7 +234,8 @@ class GoldenKeeper:
     def _tick(self, training: bool) -> JobFolder | None:
         if active_golden_job(self.run) is not None:
             return None
-        if not answers_path(self.run, None).is_file() or missing_steps(self.run):
+        # the base model is answered with the first checkpoint (one job, one start-up), or after training
+        if missing_steps(self.run) or (not training and not answers_path(self.run, None).is_file()):
             if training:
                 if self.fits is None:
                     self.fits, why = inference_fits(self.run)
