@@ -226,6 +226,11 @@ def _start_summary(run: RunFolder) -> KeeperThread | None:
 def _start_golden(run: RunFolder) -> GoldenKeeper | None:
     """The golden prompts' keeper (backend.jobs.golden_job) when the profile sets [eval] prompts."""
     try:
+        if not run.read_profile().eval.prompts:
+            return None  # the usual case: nothing more is imported
+    except Exception:
+        return None  # an unreadable profile.toml: the run's other readers say so
+    try:
         from backend.jobs.golden_job import start_keeper
 
         return start_keeper(run, lambda text: append_watch_log(run.path, text))
