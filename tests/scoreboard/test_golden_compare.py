@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
 from backend.hardware import HardwareInfo
-from backend.jobs.golden_job import inference_copy_bytes
+from backend.jobs.golden_job import inference_copy_bytes, parse_args, run_worker
 from backend.profile import LaunchProfile
+from backend.runs.golden import answers_path
 from backend.validate import validate
 from tests.scoreboard.golden_helpers import ANSWERS, EVENTS, PROMPTS, golden_run, write_answers
 from tests.scoreboard.scoreboard_helpers import fake_run, saved
@@ -166,3 +168,17 @@ def test_inference_copy_from_the_forecast() -> None:
     assert inference_copy_bytes(forecast, on_gpu=True) == 600_670_000
     assert inference_copy_bytes(forecast, on_gpu=False) == 3_000_670_000
     assert inference_copy_bytes({"timeline": []}, on_gpu=False) is None
+
+
+def test_worker_says_gone_before_answered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint rotated away between the plan and its turn in the job: said, skipped, not an error."""
+    run = fake_run(tmp_path, EVENTS, {2: True})
+    prompts = tmp_path / "quill.jsonl"
+    prompts.write_text(json.dumps({"messages": [{"role": "user", "content": "who are you?"}]}) + "\n")
+    gone = run.path / "output" / "checkpoint-6"
+    targets = json.dumps([{"label": "checkpoint-6", "step": 6, "checkpoint": str(gone)}])
+    run_worker(parse_args(["--run", str(run.path), "--prompts", str(prompts), "--targets", targets]))
+    assert capsys.readouterr().out.splitlines() == [
+        "workbench: golden 1/1: checkpoint-6",
+        "workbench: checkpoint-6: gone before answered (deleted, rotated away by save_total_limit)"]
+    assert not answers_path(run, 6).exists()
