@@ -68,8 +68,31 @@ class Answers:
     problems: list[str] = field(default_factory=list)
 
 
+_CACHE: dict[str, tuple[tuple[int, int, int], Answers]] = {}  # path -> (inode, mtime, size), what was read
+_MAX_CACHED = 4096
+
+
 def read_answers(path: Path, label: str, step: int) -> Answers:
-    """An answers file; each damaged line is named ('golden/checkpoint-4.jsonl line 2: not JSON')."""
+    """An answers file; each damaged line is named ('golden/checkpoint-4.jsonl line 2: not JSON'). A file read
+    before is taken from memory while its inode, mtime and size are the same (a job replaces a file whole,
+    by a rename), so the monitor's redraws of a long run read only what changed."""
+    try:
+        stat = path.stat()
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = None
+    cached = _CACHE.get(str(path))
+    if stamp is not None and cached is not None and cached[0] == stamp and cached[1].label == label:
+        return cached[1]
+    found = _read_answers(path, label, step)
+    if stamp is not None:
+        if len(_CACHE) >= _MAX_CACHED:
+            _CACHE.clear()
+        _CACHE[str(path)] = (stamp, found)
+    return found
+
+
+def _read_answers(path: Path, label: str, step: int) -> Answers:
     found = Answers(label, step)
     where = f"{path.parent.name}/{path.name}"
     try:
