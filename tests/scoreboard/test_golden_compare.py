@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from backend.cli import full_app
 from backend.hardware import HardwareInfo
-from backend.jobs.golden_job import inference_copy_bytes, parse_args, run_worker
-from backend.profile import LaunchProfile
+from backend.jobs.golden_job import inference_copy_bytes, parse_args, prompts_of_run, run_worker
+from backend.profile import LaunchProfile, save_profile
 from backend.runs.golden import answers_path
+from backend.runs.world import world_of, write_world
 from backend.validate import validate
 from tests.scoreboard.golden_helpers import ANSWERS, EVENTS, PROMPTS, golden_run, write_answers
 from tests.scoreboard.scoreboard_helpers import fake_run, saved
@@ -182,3 +183,19 @@ def test_worker_says_gone_before_answered(tmp_path: Path, capsys: pytest.Capture
         "workbench: golden 1/1: checkpoint-6",
         "workbench: checkpoint-6: gone before answered (deleted, rotated away by save_total_limit)"]
     assert not answers_path(run, 6).exists()
+
+
+def test_prompts_relative_to_the_profile_copied_into_the_run(tmp_path: Path) -> None:
+    """The run reads [eval] prompts from the profile's folder (its world record names it), once: later edits of
+    the file do not mix two sets of prompts in one run."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    row = json.dumps({"messages": [{"role": "user", "content": "who are you?"}]})
+    (profiles / "quill.jsonl").write_text(row + "\n")
+    run = fake_run(tmp_path, EVENTS, {2: True}, training={})
+    save_profile(LaunchProfile.model_validate({"name": "fake", "eval": {"prompts": "quill.jsonl"}}), run.profile_path)
+    write_world(run.world_path, world_of(1, 1, 1, 1), [], profiles)
+    copy = prompts_of_run(run)
+    assert copy == run.path / "golden" / "prompts.jsonl" and copy.read_text() == row + "\n"
+    (profiles / "quill.jsonl").write_text("edited later\n")
+    assert prompts_of_run(run).read_text() == row + "\n"
