@@ -65,6 +65,9 @@ def prompts_of_run(run: RunFolder) -> Path:
     if source is None:
         raise GoldenRefused(f"run {run.run_id} has no golden prompts: its profile sets no [eval] prompts "
                             "(a .jsonl of {\"messages\": [...]} rows) — set it for the next run")
+    if not source.is_file():
+        raise GoldenRefused(f"[eval] prompts: {source} does not exist (moved or deleted since the launch); put it "
+                            f"back, or copy the prompts to {copy}")
     try:
         read_prompts(source)
     except PromptsError as err:
