@@ -222,6 +222,11 @@ class EvalSection(_Section):
                           "last assistant message, if any, is the reference answer. Each checkpoint answers them "
                           "greedily (`workbench checkpoints RUN --golden`); unset = none.")
     max_new_tokens: int = Field(64, ge=1, le=32768, description="Golden prompts: most tokens of each answer.")
+    dataset: str | None = Field(
+        None, description="`swift eval` dataset (`e` in the scoreboard, `workbench eval RUN`): a local jsonl of "
+                          "question-answer {\"query\", \"response\"} or multiple-choice {\"question\", \"A\", "
+                          "\"B\", ..., \"answer\"} rows (path relative to the profile), scored offline by "
+                          "EvalScope against the base model; unset = none.")
 
 
 SweepValue = str | int | float | bool

@@ -55,6 +55,7 @@ def full_app() -> typer.Typer:
         import backend.cli.checkpoints as checkpoints
         import backend.cli.data as data
         import backend.cli.estimate as estimate
+        import backend.cli.evaluate as evaluate
         import backend.cli.export as export
         import backend.cli.export_model as export_model
         import backend.cli.golden as golden
@@ -66,6 +67,6 @@ def full_app() -> typer.Typer:
         import backend.cli.watch as watch
 
         for module in (profiles, runs, save, estimate, jobs, checkpoints, golden, export, export_model, watch, data,
-                       queue):
+                       queue, evaluate):
             module.register(app)
     return app

@@ -30,7 +30,7 @@ from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
 from backend.runs.process import JOB_MARKER_ENV, RUN_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
 from backend.runs.reconcile import reconcile
 
-JobKind = Literal["merge", "infer", "export", "golden"]
+JobKind = Literal["merge", "infer", "export", "golden", "eval"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
@@ -81,7 +81,17 @@ class ExportFinish(BaseModel):
             shutil.rmtree(temp, ignore_errors=True)
 
 
-Finish = Annotated[MergeFinish | InferFinish | ExportFinish, Field(discriminator="kind")]
+class EvalFinish(BaseModel):
+    """What an eval job's supervisor needs to report its scores (evaluate.finish_eval)."""
+
+    kind: Literal["eval"] = "eval"
+    result: str  # the job's eval.json, written by its worker
+
+    def discard(self) -> None:
+        """Nothing: a failed evaluation keeps what it wrote, for its log and its partial result."""
+
+
+Finish = Annotated[MergeFinish | InferFinish | ExportFinish | EvalFinish, Field(discriminator="kind")]
 
 
 class JobSpec(BaseModel):

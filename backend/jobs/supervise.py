@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from backend.jobs.job import ExportFinish, InferFinish, JobFolder, JobSpec, MergeFinish
+from backend.jobs.job import EvalFinish, ExportFinish, InferFinish, JobFolder, JobSpec, MergeFinish
 from backend.runs.diagnose import describe_exit
 from backend.runs.process import job_marker, start_time_of
 from backend.runs.supervise import Command, supervise
@@ -34,6 +34,10 @@ def finish(spec: JobSpec) -> str | None:
         from backend.jobs.export_model import finish_export
 
         return finish_export(data)
+    if isinstance(data, EvalFinish):
+        from backend.jobs.evaluate import finish_eval
+
+        return finish_eval(data)
     return None
 
 

@@ -116,3 +116,6 @@ def _link_tree(source: Path, target: Path) -> str:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return "hard links, no extra disk space" if linked[0] else "copied: another filesystem"
+
+
+link_tree = _link_tree  # the eval job (backend/jobs/evaluate.py) links the model it evaluates the same way

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,7 @@ class Row:
     pinned_only: bool = False  # the output folder is gone (rotated away): only the pinned copy is left
     best: bool = False
     golden: str | None = None  # golden prompts at this checkpoint ('3/5 match ref'); None: not answered
+    swift_eval: str | None = None  # the newest `workbench eval` score of this checkpoint ('0.412'); None: none
 
     @property
     def complete(self) -> bool:
@@ -149,7 +150,8 @@ class Row:
                 "train_step": self.train_step, "train_damaged": self.train_damaged,
                 "eval_value": None if self.eval_damaged else self.eval_value, "eval_step": self.eval_step,
                 "eval_damaged": self.eval_damaged, "pinned": self.pinned, "pinned_only": self.pinned_only,
-                "best": self.best, "golden": self.golden}
+                "best": self.best, "golden": self.golden,
+                "swift_eval": self.swift_eval}
 
 
 @dataclass
@@ -161,6 +163,8 @@ class Scoreboard:
     problems: list[str] = field(default_factory=list)  # damaged or newer events lines
     gone_steps: list[int] = field(default_factory=list)  # saved (an event says so), folder no longer there
     golden_prompts: int | None = None  # prompts of the golden answers (backend/runs/golden.py); None: none yet
+    swift_eval_base: str | None = None  # the base model's newest `workbench eval` score (backend/runs/evals.py)
+    swift_eval_shown: bool = False  # a column of `workbench eval` scores: the run has eval results
 
     @property
     def best(self) -> Row | None:
@@ -186,6 +190,7 @@ class Scoreboard:
                 "greater_is_better": self.metric.greater_is_better, "basis": self.basis,
                 "best_step": best.step if best else None, "best_reason": self.reason(best) if best else None,
                 "problems": self.problems, "gone_steps": self.gone_steps, "golden_prompts": self.golden_prompts,
+                "swift_eval_base": self.swift_eval_base,
                 "rows": [row.to_dict() for row in self.rows]}
 
 
@@ -370,6 +375,7 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     _align(board.rows, events)
     _choose_best(board)
     _add_golden(run, board)
+    _add_swift_evals(run, board)
     return board
 
 
@@ -386,6 +392,19 @@ def _add_golden(run: RunFolder, board: Scoreboard) -> None:
     board.problems += golden.problems
     for row in board.rows:
         row.golden = golden.column(row.step)
+
+
+def _add_swift_evals(run: RunFolder, board: Scoreboard) -> None:
+    """The `workbench eval` column and the base model's score, when the run has eval results (#24)."""
+    from backend.runs.evals import read_evals
+
+    evals = read_evals(run)
+    board.problems += evals.problems
+    if not evals.by_step and evals.base is None:
+        return
+    board.swift_eval_shown, board.swift_eval_base = True, evals.base_text()
+    for row in board.rows:
+        row.swift_eval = evals.column(row.step)
 
 
 def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row:
@@ -459,7 +478,8 @@ HEADERS = ("", "checkpoint", "train loss", "loss EMA", "{metric}", "size", "pinn
 def cells(board: Scoreboard, row: Row) -> tuple[str, ...]:
     """The texts of one row, in HEADERS' order (the CLI table and the monitor's panel both draw these)."""
     golden = (row.golden or "-",) if board.golden_prompts is not None else ()  # after the metric, when answered
-    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), *golden,
+    evaluated = (row.swift_eval or "-",) if board.swift_eval_shown else ()
+    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), *golden, *evaluated,
             row.size_text(), ("pinned (only copy)" if row.pinned_only else "pinned") if row.pinned else "",
             row.state_text())
 
@@ -468,11 +488,15 @@ def headers(board: Scoreboard) -> tuple[str, ...]:
     named = [h.format(metric=board.metric.label) for h in HEADERS]
     if board.golden_prompts is not None:  # only for a run with golden answers
         named.insert(5, "golden")
+    if board.swift_eval_shown:  # only for a run with `workbench eval` results
+        named.insert(6 if board.golden_prompts is not None else 5, "swift eval")
     return tuple(named)
 
 
 def summary(board: Scoreboard) -> str:
     """One line: which checkpoint is best and why, or why none is."""
+    if board.swift_eval_base:
+        return f"{summary(replace(board, swift_eval_base=None))} · swift eval: {board.swift_eval_base}"
     best = board.best
     if best is not None:
         return f"best: {board.reason(best)}"

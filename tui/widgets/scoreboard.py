@@ -119,6 +119,9 @@ class ScoreboardPanel(WorkerFailures, Vertical):
                         "or unpin it"),
         Binding("g", "golden_view", "Golden answers", id="scoreboard-golden",
                 tooltip="The golden prompts' answers per prompt: base model, each checkpoint, the reference"),
+        Binding("e", "eval_row", "Evaluate it", id="scoreboard-eval",
+                tooltip="swift eval of the checkpoint under the cursor and of the base model on the profile's "
+                        "[eval] dataset, as a job (the scores appear in the swift eval column)"),
     ]
     DEFAULT_CSS = """
     ScoreboardPanel {
@@ -168,7 +171,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         yield Static("", classes="notes", markup=False)
 
     def on_mount(self) -> None:
-        self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin · g: golden)"
+        self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin · g: golden · e: eval)"
 
     def focus_rows(self) -> None:
         self.query_one(ScoreRows).focus()
@@ -275,6 +278,24 @@ class ScoreboardPanel(WorkerFailures, Vertical):
             return
         self.app.notify(said, title="Unpinned" if unpin_it else "Pinned", markup=False)
         self._read()
+
+    def action_eval_row(self) -> None:
+        step = self.selected_step()
+        if step is not None:
+            self._eval(step)
+
+    @work(thread=True, group="scoreboard-eval", exit_on_error=False, description="Starting an eval job")
+    def _eval(self, step: int) -> None:
+        from backend.jobs.evaluate import EvalRefused, dataset_of_run, start_eval
+
+        run = RunFolder(self.run_dir)
+        try:
+            job = start_eval(run, dataset_of_run(run), checkpoint=step)
+        except EvalRefused as err:
+            self.app.notify(str(err), title="Not evaluated", severity="error", timeout=20, markup=False)
+            return
+        self.app.notify(f"job {job.job_id}: {job.read_spec().description}; the scores appear in the swift eval "
+                        "column when it ends", title="swift eval started", markup=False, timeout=10)
 
     def action_golden_view(self) -> None:
         self._golden()
