@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 import backend.data_records as data_records
-from backend.inspect_data import RowError, inspect_ref, parse_ref, scan_dataset, to_messages
+from backend.data_formats import to_messages
+from backend.data_records import RowError
+from backend.inspect_data import inspect_ref, parse_ref, scan_dataset
 from backend.paths import BUILTIN_DATASETS
 
 SHIPPED = BUILTIN_DATASETS["self-cognition"]

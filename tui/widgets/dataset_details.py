@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
+from backend.data_formats import Message as ChatMessage
 from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
-from backend.inspect_data import Message as ChatMessage
 from backend.safe_text import visible
 from tui.worker_failures import WorkerFailures, failure_text
 
