@@ -32,14 +32,10 @@ from backend.units import duration
 from backend.watch import probes
 from backend.watch.alerts import Alert, append_alert, final_kind
 from backend.watch.config import WatchSection
-from backend.watch.detectors import (
-    DiskDetector,
-    Finding,
-    GpuMemoryDetector,
-    HangDetector,
-    HostMemoryDetector,
-    event_detectors,
-)
+from backend.watch.detectors import event_detectors
+from backend.watch.finding import Finding
+from backend.watch.machine_detectors import DiskDetector, GpuMemoryDetector, HostMemoryDetector
+from backend.watch.progress_detectors import HangDetector
 from backend.watch.stacks import dump_stacks, heartbeat_path
 
 SAMPLE_SECONDS = 10.0  # disk, host RAM and GPUs (a checkpoint triggers a disk reading at once)

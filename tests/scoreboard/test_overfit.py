@@ -13,7 +13,7 @@ from backend.events import Eval, EventWriter, Log
 from backend.runs.layout import RunFolder
 from backend.watch.alerts import read_alerts
 from backend.watch.config import WatchSection
-from backend.watch.detectors import OverfitDetector
+from backend.watch.loss_detectors import OverfitDetector
 from backend.watch.watchdog import Watchdog
 from tests.scoreboard.scoreboard_helpers import evaluation, log, saved
 

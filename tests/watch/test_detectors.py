@@ -5,16 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from backend.events import Event
-from backend.watch.detectors import (
-    DiskDetector,
-    DivergenceDetector,
-    GpuMemoryDetector,
-    HangDetector,
-    HostMemoryDetector,
-    LossScaleDetector,
-    NonfiniteDetector,
-    ThroughputDetector,
-)
+from backend.watch.loss_detectors import DivergenceDetector, LossScaleDetector, NonfiniteDetector
+from backend.watch.machine_detectors import DiskDetector, GpuMemoryDetector, HostMemoryDetector
+from backend.watch.progress_detectors import HangDetector, ThroughputDetector
 
 GiB = 2**30
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from backend.events import Event
-from backend.watch.detectors import HangDetector
+from backend.watch.progress_detectors import HangDetector
 
 
 def log(step: int) -> Event:
