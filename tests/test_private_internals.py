@@ -120,3 +120,24 @@ def test_argparse_actions() -> None:
     parser.add_argument("--x", action="store_false")
     kinds = {type(a) for a in parser._actions}
     assert kinds == {argparse._HelpAction, argparse._StoreFalseAction}, "argparse changed _actions / its action classes"
+
+
+def test_swift_eval_lists_opencompass_and_calls_evaltype_service() -> None:
+    """backend/jobs/evaluate_worker.py replaces EvalArguments.list_eval_dataset (it imports OpenCompass, an extra
+    that would pin numpy 1.x, even for EvalScope's Native back end), and the eval extra pins evalscope below 1.11
+    (ms-swift's get_native_task_cfg uses EvalType.SERVICE, which evalscope 1.11 removed)."""
+    from evalscope.api.registry import BENCHMARK_REGISTRY
+    from evalscope.constants import EvalType
+    from swift.arguments import EvalArguments
+    from swift.pipelines.eval.eval import SwiftEval
+
+    assert isinstance(inspect.getattr_static(EvalArguments, "list_eval_dataset"), staticmethod), (
+        "ms-swift changed EvalArguments.list_eval_dataset (swift/arguments/eval_args.py), a staticmethod that "
+        "run_swift_eval in backend/jobs/evaluate_worker.py replaces")
+    assert "list_eval_dataset(self.eval_backend)" in inspect.getsource(EvalArguments._init_eval_dataset), (
+        "ms-swift's EvalArguments._init_eval_dataset no longer checks --eval_dataset through list_eval_dataset: "
+        "review run_swift_eval in backend/jobs/evaluate_worker.py (it may not be needed any more)")
+    assert {"general_qa", "general_mcq"} <= set(BENCHMARK_REGISTRY), "EvalScope renamed its local benchmarks"
+    assert "EvalType.SERVICE" in inspect.getsource(SwiftEval.get_native_task_cfg) and hasattr(EvalType, "SERVICE"), (
+        "ms-swift or EvalScope changed EvalType.SERVICE: review the evalscope range of the eval extra "
+        "(pyproject.toml)")
