@@ -16,7 +16,7 @@ models are random-initialised Qwen2-0.5B and Qwen2-1.5B of the real shapes (conf
 with the workbench's offline tokenizer, built once into the cache (under a minute on a GPU),
 and the data set is generated text, truncated to exactly `max_length` tokens a row.
 
-Cases, each a real run started with `backend.runs.manager.start_run` (as `workbench run` does):
+Cases, each a real run started with `backend.runs.start.start_run` (as `workbench run` does):
   lora-bf16        Qwen2-1.5B, LoRA r=8 on all linear layers, bf16
   qlora-4bit       Qwen2-1.5B, QLoRA NF4 with double quantisation, bf16 compute
   full-bf16        Qwen2-0.5B, full fine-tune, bf16
@@ -224,7 +224,9 @@ def predicted_bytes(profile: LaunchProfile, model: Path) -> tuple[int | None, st
 
 def run_case(profile: LaunchProfile, workspace: Path, timeout_s: float) -> RunFolder:
     """Start the run as `workbench run` does and wait for its end (stopping it at the timeout)."""
-    from backend.runs.manager import refresh, start_run, stop_run
+    from backend.runs.start import start_run
+    from backend.runs.status import refresh
+    from backend.runs.stop import stop_run
 
     run = start_run(profile, workspace=workspace)
     deadline = time.monotonic() + timeout_s

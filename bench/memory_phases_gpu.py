@@ -25,8 +25,8 @@ from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
 from backend.profile import LaunchProfile, load_profile  # noqa: E402
 from backend.refs import hf_cached_ids  # noqa: E402
 from backend.runs.layout import RunFolder  # noqa: E402
-from backend.runs.manager import refresh  # noqa: E402
 from backend.runs.memory_report import memory_comparison  # noqa: E402
+from backend.runs.status import refresh  # noqa: E402
 from bench.gpu_check import run_case  # noqa: E402
 
 # small real models tried from the local cache, first found wins (nothing is downloaded)

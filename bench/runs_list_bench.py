@@ -68,7 +68,8 @@ def one_reload_function():
     try:
         from backend.runs.summaries import SummaryCache
     except ImportError:  # the code before the cache
-        from backend.runs.manager import list_runs, summarize
+        from backend.runs.lookup import list_runs
+        from backend.runs.summaries import summarize
 
         return lambda: [summarize(run) for run in list_runs()]
     cache = SummaryCache()

@@ -255,7 +255,7 @@ def start_live_run():
     """The quickstart made long (one log line per step, a checkpoint every 20 steps), one thread."""
     from backend.paths import SHIPPED_PROFILES_DIR
     from backend.profile import load_profile
-    from backend.runs.manager import start_run
+    from backend.runs.start import start_run
 
     profile = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml")
     profile.name = "traffic-live"
@@ -457,7 +457,7 @@ def main() -> int:
         if kept is not None:
             say(f"chatting with the kept run {kept.name}")
         elif not (args.skip_live and args.skip_chat):  # the chat talks to the live run's checkpoint
-            from backend.runs.manager import stop_run
+            from backend.runs.stop import stop_run
 
             run = start_live_run()
             try:

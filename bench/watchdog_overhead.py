@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
 from backend.profile import load_profile, save_profile  # noqa: E402
 from backend.refs import resolve_model  # noqa: E402
-from backend.runs.manager import find_run, refresh  # noqa: E402
+from backend.runs.lookup import find_run  # noqa: E402
+from backend.runs.status import refresh  # noqa: E402
 from bench.runner_overhead import train_steps_per_second  # noqa: E402
 
 

@@ -24,8 +24,8 @@ from backend.events import (
     read_events,
 )
 from backend.runs.layout import RunFolder
-from backend.runs.manager import last_log_event
 from backend.runs.memory_report import measured_peaks
+from backend.runs.status import last_log_event
 from backend.runs.verdict import read_evidence
 from backend.series import load_store
 from backend.watch.inbox import last_log

@@ -146,7 +146,7 @@ def test_secret_env_is_taken_at_launch_and_never_shown(tmp_path: Path, monkeypat
     assert 'HF_TOKEN="$HF_TOKEN"' in plan.shell_line() and "hf_very_secret" not in plan.shell_line()
     assert plan.as_json()["env"]["HF_TOKEN"] == "***"
     from backend.runs.layout import RunFolder
-    from backend.runs.manager import write_run_files
+    from backend.runs.start import write_run_files
 
     run = RunFolder(tmp_path)
     write_run_files(run, profile, plan)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
 from backend.runs.layout import RunFolder, RunState
-from backend.runs.manager import refresh
+from backend.runs.status import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
 from backend.series_summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
 from backend.tail import Tail, mark

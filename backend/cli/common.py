@@ -45,7 +45,8 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 def find_run_or_exit(ref: str) -> RunFolder:
     """A run by id, unique part of an id, or folder; exit 2 with the reason otherwise."""
-    from backend.runs.manager import RunNotFound, find_run
+    from backend.runs.errors import RunNotFound
+    from backend.runs.lookup import find_run
 
     try:
         return find_run(ref)

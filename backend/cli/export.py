@@ -47,7 +47,7 @@ def slurm(
 ) -> None:
     """Write an sbatch script (and its run folder) that trains PROFILE on a SLURM allocation."""
     from backend.export import slurm as slurm_export
-    from backend.runs.manager import LaunchRefused
+    from backend.runs.errors import LaunchRefused
 
     loaded, path = load_or_exit(profile)
     options = slurm_export.SlurmOptions(nodes=nodes, gpus_per_node=gpus_per_node, time=time, partition=partition,

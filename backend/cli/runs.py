@@ -17,19 +17,15 @@ from rich.text import Text
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
 from backend.events import Event, EventReader, Log, RunBegin, RunEnd
 from backend.runs import index
+from backend.runs.delete import delete_run
+from backend.runs.errors import LaunchRefused, RunNotFound
 from backend.runs.layout import RunFolder
-from backend.runs.manager import (
-    LaunchRefused,
-    RunNotFound,
-    delete_run,
-    find_run,
-    refresh,
-    resume_run,
-    start_run,
-    stop_run_result,
-    summarize,
-)
-from backend.runs.summaries import SummaryCache
+from backend.runs.lookup import find_run
+from backend.runs.resume import resume_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run_result
+from backend.runs.summaries import SummaryCache, summarize
 from backend.safe_text import visible
 from backend.tail import Tail, last_lines
 from backend.units import duration

@@ -18,7 +18,7 @@ def save(
     """Save a checkpoint now: the trainer saves at the end of its current step and goes on (or, with --stop,
     stops). Prints the checkpoint's path. The ask is the file save.request in the run folder, which the
     trainer looks for after every step; SIGUSR1 to a trainer process or to its supervisor saves and stops."""
-    from backend.runs.manager import RunRefused
+    from backend.runs.errors import RunRefused
     from backend.runs.save_now import ask_for_checkpoint
 
     folder = find_run_or_exit(run_ref)

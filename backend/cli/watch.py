@@ -62,7 +62,7 @@ def watch(
 ) -> None:
     """Wait for a run and print its alerts; the exit code says how it went (for scripts and CI):
     0 finished, 1 failed, 3 stopped, 4 an alert (with --until alert), 5 timed out, 2 bad input."""
-    from backend.runs.manager import refresh
+    from backend.runs.status import refresh
     from backend.watch.alerts import AlertReader
 
     folder = find_run_or_exit(run_ref)

@@ -143,7 +143,8 @@ def resolve_target(ref: str, *, checkpoint: int | None = None, merged: bool = Fa
 
 def _find_run_or_none(ref: str) -> Path | None:
     """The run folder `ref` names, None when it names no run; TargetError when it is ambiguous."""
-    from backend.runs.manager import RunNotFound, find_run
+    from backend.runs.errors import RunNotFound
+    from backend.runs.lookup import find_run
 
     path = Path(ref).expanduser()
     if is_builtin(ref) or (path.is_dir() and not (path / "state.json").is_file()):

@@ -11,8 +11,8 @@ The keeper exits when no entry is waiting or running (paused ones wait for `queu
 
 Nothing is run twice: an entry is marked `starting` before its launch and gets its run id right after;
 a keeper killed in between leaves `starting`, and the next keeper adopts the run of that name created
-since (else it starts it again: it never started). Runs are started by backend.runs.manager.start_run
-(the path of `workbench run --detach`) and watched through manager.refresh (the one reconciler).
+since (else it starts it again: it never started). Runs are started by backend.runs.start.start_run
+(the path of `workbench run --detach`) and watched through status.refresh (the one reconciler).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _is_oom(state: Any, run: Any) -> bool:
 
 
 def _watch_running(queue: QueueFile, entry: Entry) -> None:
-    from backend.runs.manager import refresh
+    from backend.runs.status import refresh
 
     run = _run_folder(entry)
     state = refresh(run)
@@ -136,7 +136,8 @@ def _watch_running(queue: QueueFile, entry: Entry) -> None:
 
 
 def _auto_resume(entry: Entry, run: Any, most: int) -> None:
-    from backend.runs.manager import RunRefused, resume_run
+    from backend.runs.errors import RunRefused
+    from backend.runs.resume import resume_run
     from backend.watch.alerts import Alert, append_alert
 
     entry.resumes += 1
@@ -258,7 +259,8 @@ def _gpu_free() -> dict[int, int | None]:
 
 
 def _launch(folder: Path, entry: Entry) -> None:
-    from backend.runs.manager import LaunchRefused, start_run
+    from backend.runs.errors import LaunchRefused
+    from backend.runs.start import start_run
 
     profile = _profile_or_none(entry)
     try:

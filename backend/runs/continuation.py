@@ -15,8 +15,10 @@ from pathlib import Path
 
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
+from backend.runs.errors import RunRefused
 from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, StateUnreadable
-from backend.runs.manager import RunRefused, refresh, start_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
 from backend.shell_script import ImportError_, swift_invocation, swift_pairs
 
 

@@ -7,9 +7,10 @@ import time
 from dataclasses import dataclass
 
 from backend.events import Checkpoint, EventReader, RunEnd
+from backend.runs.errors import RunRefused
 from backend.runs.layout import RunFolder
-from backend.runs.manager import RunRefused, refresh
 from backend.runs.save import SAVE_NOW, clear_save_request, read_save_request, write_save_request
+from backend.runs.status import refresh
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class SaveOutcome:
 
 def ask_for_checkpoint(run: RunFolder, stop: bool = False, timeout: float = 120.0, poll: float = 0.2) -> SaveOutcome:
     """Ask the running trainer of `run` (a RunFolder) to save at the end of its step (and then stop, with
-    `stop`); wait at most `timeout` s for the checkpoint. ValueError (manager.RunRefused) when the run is
+    `stop`); wait at most `timeout` s for the checkpoint. ValueError (errors.RunRefused) when the run is
     not running."""
     state = refresh(run)
     if state.status not in ("running", "starting"):

@@ -16,7 +16,7 @@ _installed = False
 def merged_model_of_run(run_id: str) -> Path:
     """The merged model folder of run `run_id`; LookupError saying why there is none."""
     from backend.jobs.targets import TargetError, target_of_run
-    from backend.runs.manager import find_run
+    from backend.runs.lookup import find_run
 
     try:
         return Path(target_of_run(find_run(run_id).path, merged=True).model)

@@ -1,7 +1,7 @@
 """The runs list's summaries, kept between reloads: a reload reads only the runs whose files changed.
 
 The runs screen reloads every 2 s and `workbench runs` lists once; both ask a `SummaryCache`.
-A run's summary (`manager.summarize`: its reconciled state and its last logged step) is kept with
+A run's summary (`summarize`: its reconciled state and its last logged step) is kept with
 the marks (backend/tail.py: inode, size, mtime) of its state.json and events.jsonl, and used again
 while both are unchanged and the run is settled: not active, so nothing but its files can change
 it. An active run is summarized every reload (its processes may have gone).
@@ -23,10 +23,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.runs import index
-from backend.runs.layout import RunFolder, workspace_dir
-from backend.runs.manager import RunSummary, summarize
+from backend.runs.layout import RunFolder, RunState, workspace_dir
 from backend.runs.process import marked_folders
+from backend.runs.status import last_log_event, refresh
 from backend.tail import FileMark, mark
+
+
+@dataclass
+class RunSummary:
+    run: RunFolder
+    state: RunState
+    step: int | None
+    max_steps: int | None
+    loss: float | None
+    loss_scale: float | None
+    elapsed_seconds: float | None
+    eta_seconds: float | None
+
+
+def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:
+    """The run's list line. `state`: the run's state when the caller reconciled it already (the
+    runs list checks damaged folders against one process scan for all of them)."""
+    state = refresh(run) if state is None else state
+    last = last_log_event(run)
+    step = last.step if last else None
+    max_steps = last.max_steps if last else None
+    end = state.ended_at or time.time()
+    elapsed = end - state.started_at if state.started_at else None
+    eta = None
+    speed = last.steps_per_second if last else None
+    if state.is_active and step and max_steps and speed:
+        eta = (max_steps - step) / speed
+    return RunSummary(run, state, step, max_steps, last.loss if last else None, last.loss_scale if last else None,
+                      elapsed, eta)
 
 
 @dataclass(frozen=True)
@@ -119,8 +148,8 @@ class SummaryCache:
 def _summary(run: RunFolder, scan: _Scan) -> RunSummary:
     state = run.state_or_damaged()
     if state.status == "damaged" and not scan.has_processes(run):
-        return summarize(run, state)  # what manager.refresh says of it, without a scan of its own
-    return summarize(run)  # reconciled by manager.refresh (a damaged folder whose run goes on included)
+        return summarize(run, state)  # what status.refresh says of it, without a scan of its own
+    return summarize(run)  # reconciled by status.refresh (a damaged folder whose run goes on included)
 
 
 def _settled(summary: RunSummary) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backend.events import read_all
-from backend.runs.manager import find_run
+from backend.runs.lookup import find_run
 from tests.runs.helpers import quick_profile, workbench
 
 pytestmark = pytest.mark.slow

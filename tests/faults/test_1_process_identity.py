@@ -7,7 +7,8 @@ import signal
 from pathlib import Path
 
 from backend.jobs.job import JobFolder, JobSpec, create_job, stop_job
-from backend.runs.manager import refresh, stop_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.runs.manager import refresh, stop_run
 from backend.runs.process import run_marker
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 
 AN_HOUR = 3600.0

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.manager import RunRefused, resume_run
+from backend.runs.errors import RunRefused
 from backend.runs.outputs import claim_output_dir, output_dir_problem
+from backend.runs.resume import resume_run
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile
 

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from backend.runs.continuation import continue_as_new_run
+from backend.runs.delete import delete_run
+from backend.runs.errors import RunRefused
 from backend.runs.layout import FolderBusy
-from backend.runs.manager import RunRefused, delete_run, refresh, resume_run, stop_run
 from backend.runs.process import run_marker
+from backend.runs.resume import resume_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.manager import list_runs, refresh, summarize
+from backend.runs.lookup import list_runs
+from backend.runs.status import refresh
+from backend.runs.summaries import summarize
 from tests.faults import helpers as h
 
 

@@ -13,8 +13,11 @@ import pytest
 from backend.events import read_all
 from backend.profile import load_profile
 from backend.runs.layout import RunFolder
-from backend.runs.manager import refresh, resume_run, start_run, stop_run
 from backend.runs.process import run_marker
+from backend.runs.resume import resume_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from backend.runs.verdict import judge_exit
 from backend.watch.alerts import read_alerts
 from backend.watch.inbox import unseen

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from backend.profile import load_profile
-from backend.runs import manager
-from backend.runs.manager import LaunchRefused, RunRefused, delete_run, resume_run, start_run, stop_run
+from backend.runs import start
+from backend.runs.delete import delete_run
+from backend.runs.errors import LaunchRefused, RunRefused
+from backend.runs.resume import resume_run
+from backend.runs.start import start_run
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile
 
@@ -37,7 +41,7 @@ def test_deeply_nested_toml(workspace: Path, tmp_path: Path, nested: str) -> Non
 def test_a_full_disk_at_launch_is_refused_with_the_figures_and_leaves_no_folder(
         tiny_model: Path, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = load_profile(quick_profile(tmp_path))
-    monkeypatch.setattr(manager, "_free_bytes", lambda path: 1024)
+    monkeypatch.setattr(start, "_free_bytes", lambda path: 1024)
     with pytest.raises(LaunchRefused) as refused:
         start_run(profile, base_dir=tmp_path)
     message = str(refused.value)
@@ -53,7 +57,7 @@ def test_no_space_while_writing_the_run_folder_leaves_nothing(
     def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(manager, "write_run_files", full)
+    monkeypatch.setattr(start, "write_run_files", full)
     with pytest.raises(LaunchRefused, match="No space left on device"):
         start_run(profile, base_dir=tmp_path)
     assert list(workspace.iterdir()) == []

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from backend.runs.layout import RunFolder
-from backend.runs.manager import refresh, summarize
+from backend.runs.status import refresh
+from backend.runs.summaries import summarize
 from tests.faults import helpers as h
 
 BEGAN = time.time() - 50 * 60  # the run trained 50 minutes ago, for one minute

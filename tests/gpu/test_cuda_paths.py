@@ -17,8 +17,9 @@ import pytest
 
 from backend.events import read_all
 from backend.hardware import query_hardware
-from backend.runs.manager import find_run, refresh
+from backend.runs.lookup import find_run
 from backend.runs.process import RUN_MARKER_ENV
+from backend.runs.status import refresh
 from backend.system_monitor import SystemMonitor
 from tests.runs.helpers import log_events, quick_profile, workbench
 

@@ -15,7 +15,8 @@ from backend.jobs.job import JobFolder, JobState, wait_job
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile
 from backend.runs.layout import RunFolder
-from backend.runs.manager import refresh, start_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
 
 
 def train_quickstart(workspace: Path, timeout: float = 900, **changes: dict[str, Any]) -> RunFolder:

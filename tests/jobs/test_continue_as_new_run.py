@@ -16,7 +16,8 @@ import pytest
 
 from backend.events import read_all
 from backend.runs.layout import RunFolder
-from backend.runs.manager import find_run, refresh
+from backend.runs.lookup import find_run
+from backend.runs.status import refresh
 from tests.runs.helpers import wait_for
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from backend.runs.layout import RunFolder
-from backend.runs.manager import last_log_event
+from backend.runs.status import last_log_event
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

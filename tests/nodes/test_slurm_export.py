@@ -26,7 +26,8 @@ from backend.export.slurm import (
 from backend.nodes import free_port
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile
-from backend.runs.manager import LaunchRefused, refresh
+from backend.runs.errors import LaunchRefused
+from backend.runs.status import refresh
 from tests.nodes.nodes_helpers import SHELLCHECK_MISSING, losses, shellcheck_binary, two_machine_profile
 
 FAKE_SRUN = r"""#!/bin/bash

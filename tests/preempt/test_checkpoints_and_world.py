@@ -12,8 +12,8 @@ import pytest
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.runs.checkpoints import choose_resume_checkpoint, judge_checkpoint
 from backend.runs.layout import RunFolder
-from backend.runs.manager import stop_run
 from backend.runs.save import read_save_request, take_save_request, write_save_request
+from backend.runs.stop import stop_run
 from backend.runs.world import World, WorldRecord, file_sha256, world_differences
 from tests.faults import helpers as h
 

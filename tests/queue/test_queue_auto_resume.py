@@ -9,7 +9,7 @@ from backend.process_identity import current_boot_id
 from backend.profile import LaunchProfile, save_profile
 from backend.queue.keeper import step
 from backend.queue.store import Entry, edit, read_queue
-from backend.runs.manager import stop_run
+from backend.runs.stop import stop_run
 from backend.watch.alerts import read_alerts
 from tests.faults import helpers as h
 

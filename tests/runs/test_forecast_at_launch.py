@@ -10,8 +10,8 @@ import pytest
 
 from backend.oracle.swift_data import remember, request_for
 from backend.profile import LaunchProfile
-from backend.runs import manager
-from backend.runs.manager import start_run
+from backend.runs import start
+from backend.runs.start import start_run
 
 ROW = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
 
@@ -28,7 +28,7 @@ def test_launch_from_another_folder_sizes_an_unset_max_length_from_the_profiles_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # rows.jsonl is not here: only the profile's folder has it
-    monkeypatch.setattr(manager, "_start_supervisor", lambda run, plan: None)  # the forecast is all we need
+    monkeypatch.setattr(start, "_start_supervisor", lambda run, plan: None)  # the forecast is all we need
     run = start_run(profile, base_dir=folder)
     forecast = json.loads(run.forecast_path.read_text())
     assert forecast["request"]["max_length"] == 300

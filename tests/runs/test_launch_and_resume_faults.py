@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs import index, manager
-from backend.runs.manager import LaunchRefused, RunRefused, refresh, resume_run, start_run, stop_run
+from backend.runs import index, start
+from backend.runs.errors import LaunchRefused, RunRefused
 from backend.runs.outputs import output_dir_problem
 from backend.runs.process import current_boot_id
+from backend.runs.resume import resume_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile
 
@@ -23,7 +27,7 @@ def test_a_launch_that_fails_after_claiming_its_output_folder_leaves_it_free(
     def no_room(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(manager, "start_detached", no_room)
+    monkeypatch.setattr(start, "start_detached", no_room)
     from backend.profile import load_profile
 
     with pytest.raises(LaunchRefused, match="No space left on device"):

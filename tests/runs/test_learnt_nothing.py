@@ -9,7 +9,8 @@ from pathlib import Path
 from backend.events import read_all
 from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile
-from backend.runs.manager import refresh, start_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
 
 
 def test_a_learning_rate_of_1e30_ends_failed_not_finished(tiny_model: Path, isolated_runs: Path) -> None:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from backend.jobs.job import JobSpec, create_job
-from backend.runs import manager
+from backend.runs import status
 from backend.runs.process import JOB_MARKER_ENV, run_marker, start_detached, supervisor_argv
 from backend.runs.supervise import SignalRelay
 from tests.faults import helpers as h
@@ -96,8 +96,8 @@ def test_a_run_whose_supervisor_is_gone_is_concluded_without_sleeping(workspace:
     def no_sleep(seconds: float) -> None:
         raise AssertionError(f"slept {seconds} s")
 
-    monkeypatch.setattr(manager.time, "sleep", no_sleep)
-    state = manager.refresh(run)
+    monkeypatch.setattr(status.time, "sleep", no_sleep)
+    state = status.refresh(run)
     assert state.status == "unknown"
     assert state.failure_reason.startswith("lost: the supervisor and every process of the run are gone")
 
@@ -107,7 +107,7 @@ def test_a_command_that_cannot_start_is_recorded_failed_with_why(workspace: Path
     marker = run_marker(run.path)
     pid, _started = start_detached(supervisor_argv(run.path), {marker.env: marker.value}, run.path, run.log_path)
     h.wait_until(lambda: _gone(pid), timeout=60, what="the supervisor's end")
-    state = manager.refresh(run)
+    state = status.refresh(run)
     assert (state.status, state.trainer_pid) == ("failed", None)
     assert state.failure_reason == ("its command could not be started: [Errno 2] No such file or directory: "
                                     "'/nonexistent/launcher'")

@@ -18,8 +18,9 @@ from safetensors.torch import load_file
 
 from backend.events import read_all
 from backend.runs.layout import RunFolder
-from backend.runs.manager import find_run, refresh
+from backend.runs.lookup import find_run
 from backend.runs.process import run_processes
+from backend.runs.status import refresh
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
 from tests.terminal_signals import default_terminal_signals
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone

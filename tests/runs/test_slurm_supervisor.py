@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from backend.runs.manager import refresh
 from backend.runs.process import run_marker
+from backend.runs.status import refresh
 from tests.faults import helpers as h
 from tests.nodes.test_slurm_export import _gpu_export, fake_slurm  # noqa: F401 (a fixture)
 

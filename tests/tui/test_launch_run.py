@@ -13,7 +13,8 @@ from textual.widgets import Input
 from backend.events import read_all
 from backend.runs.index import known_folders
 from backend.runs.layout import RunFolder
-from backend.runs.manager import refresh, stop_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.tui.conftest import QUICKSTART, settle
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmScreen

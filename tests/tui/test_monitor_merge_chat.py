@@ -14,7 +14,8 @@ from textual.widgets import Input, Label
 
 from backend.jobs.merged import read_merged_model
 from backend.profile import load_profile
-from backend.runs.manager import refresh, start_run
+from backend.runs.start import start_run
+from backend.runs.status import refresh
 from tests.runs.helpers import wait_for as wait_until
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal

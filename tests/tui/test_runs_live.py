@@ -11,8 +11,10 @@ from run_fixtures import REPO, long_quickstart, wait_for
 from textual.widgets import DataTable
 
 from backend.events import read_all
-from backend.runs.manager import refresh, start_run, stop_run
 from backend.runs.process import run_processes
+from backend.runs.start import start_run
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
 from tui.screens.monitor import MonitorScreen

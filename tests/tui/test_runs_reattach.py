@@ -15,8 +15,9 @@ import pytest
 from backend.events import read_all
 from backend.runs.index import known_folders
 from backend.runs.layout import RunFolder
-from backend.runs.manager import refresh, stop_run
 from backend.runs.process import run_processes
+from backend.runs.status import refresh
+from backend.runs.stop import stop_run
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 

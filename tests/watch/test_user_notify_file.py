@@ -10,7 +10,8 @@ import pytest
 
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
-from backend.runs.manager import LaunchRefused, start_run
+from backend.runs.errors import LaunchRefused
+from backend.runs.start import start_run
 from backend.validate import validate
 from tests.faults.helpers import cli
 

@@ -19,8 +19,9 @@ import pytest
 
 from backend.events import read_all
 from backend.runs.layout import RunFolder
-from backend.runs.manager import find_run, refresh
+from backend.runs.lookup import find_run
 from backend.runs.process import run_processes
+from backend.runs.status import refresh
 from backend.watch.alerts import Alert, read_alerts
 from backend.watch.sinks import describe_deliveries
 from tests.runs.helpers import log_events, quick_profile, wait_for, workbench

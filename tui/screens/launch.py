@@ -343,7 +343,8 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Starting the run")
     def _start_run(self, profile: LaunchProfile, base_dir: Path) -> None:
-        from backend.runs.manager import LaunchRefused, start_run
+        from backend.runs.errors import LaunchRefused
+        from backend.runs.start import start_run
 
         try:
             run = start_run(profile, base_dir=base_dir, hardware=self.hardware)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.worker import get_current_worker
 
-from backend.runs.manager import stop_run
+from backend.runs.stop import stop_run
 from tui.messages import ChatRequested
 from tui.modals.dialogs import ConfirmModal
 
@@ -57,7 +57,7 @@ class RunActions(_Base):
 
     @work(thread=True, group="monitor-save", exclusive=True, exit_on_error=False, description="Saving a checkpoint")
     def _save_now(self) -> None:
-        from backend.runs.manager import RunRefused
+        from backend.runs.errors import RunRefused
         from backend.runs.save_now import ask_for_checkpoint
 
         try:

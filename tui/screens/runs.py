@@ -19,9 +19,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from backend.runs.delete import delete_run
 from backend.runs.layout import RunFolder
-from backend.runs.manager import RunSummary, delete_run, resume_run, stop_run
-from backend.runs.summaries import SummaryCache
+from backend.runs.resume import resume_run
+from backend.runs.stop import stop_run
+from backend.runs.summaries import RunSummary, SummaryCache
 from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 from tui.safe import plain

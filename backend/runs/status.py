@@ -1,0 +1,93 @@
+"""A run's status when someone looks: reconciled with its processes and, once they are all gone
+without a final status, concluded from the evidence (verdict.py) and said once in its alerts.
+Also the run's last logged step, read from the tail of its events."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from backend.events import EventReader, Log, RunEnd
+from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
+from backend.runs.process import run_marker
+from backend.runs.reconcile import reconcile
+from backend.runs.verdict import judge_lost
+
+
+def refresh(run: RunFolder) -> RunState:
+    """The run's state, reconciled with its processes and, once they are gone, with the evidence.
+    Never raises for a damaged folder: the state then says `damaged` and why."""
+    state = run.state_or_damaged()
+    if state.status == "damaged":
+        if run_marker(run.path).processes():  # state.json lost mid-run: the run still goes on
+            return state.model_copy(update={"status": "running", "failure_reason": (
+                f"{state.failure_reason}; its processes are still running (`workbench stop` stops them)")})
+        return state
+    return reconcile(run.state_or_damaged, run_marker(run.path), lambda lost: _conclude_lost(run, lost), state)
+
+
+def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
+    """The supervisor and every process of the run are gone without a final status: conclude from
+    the evidence (verdict.judge_lost), say it once in the run's alerts, and record it."""
+    status, reason, sig = judge_lost(run, state)
+    ended_at, when = _evidence_end(run)
+    if when and reason:
+        reason = f"{reason}; {when}"
+    concluded = {"status": status, "failure_reason": reason, "signal": sig, "ended_at": ended_at}
+    if not run.is_proven():  # a legacy or foreign folder (no run.json): shown as concluded, never written to
+        return state.model_copy(update=concluded)
+    _alert_supervisor_gone(run, status, reason)
+    try:
+        return run.update_state(**concluded)
+    except (StateUnreadable, FolderNotWritable, FolderBusy):  # shown as concluded, written next time
+        return state.model_copy(update=concluded)
+
+
+def _evidence_end(run: RunFolder) -> tuple[float, str | None]:
+    """When a run concluded from evidence ended: its `run_end` event's time; without one, its last
+    event's (said so: the run was alive then and gone later); without any event, now. Never the moment
+    someone looked, which can be hours after the end."""
+    events = EventReader.from_end(run.events_path, 65_536).read_new()
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.rank == 0 and e.time > 0), None)
+    if end is not None:
+        return end.time, None
+    last = next((e for e in reversed(events) if e.time > 0), None)
+    if last is None:
+        return time.time(), None
+    return last.time, "its end is taken as its last event's time (it ended then or later)"
+
+
+def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> None:
+    """The run's final alert when its supervisor (and watchdog) died before raising one: written once,
+    by whichever workbench process concluded the run, so the inbox and the monitor still hear how it
+    ended. Not sent to the profile's webhooks or commands: that is the watchdog's, which is gone."""
+    from backend.watch.alerts import FINAL_KINDS, Alert, append_alert_once, final_kind, read_alerts
+
+    try:
+        if any(alert.kind in FINAL_KINDS for alert in read_alerts(run.path)):
+            return  # the watchdog said it before it went
+        kind = final_kind(status)
+        said = reason or status
+        message = f"the run's supervisor is gone; {said}" if status != "unknown" else f"ended with status unknown: {said}"
+        last = last_log_event(run)
+        append_alert_once(run.path, "supervisor-gone", Alert(
+            kind, message, last.step if last else None, {"status": status, "failure_reason": reason,
+                                            "concluded_by": "workbench (the supervisor left no record)"},
+            run_id=run.run_id))
+    except OSError:
+        pass  # a read-only or damaged folder: the state still says how it ended
+
+
+def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> Log | None:
+    """The newest rank-0 `log` event (with the final step of a `run_end` after it), read from the file's
+    tail only. Lines that are not events (damaged, of a newer format) are skipped."""
+    events = [e for e in EventReader.from_end(run.events_path, tail_bytes).read_new() if e.rank == 0]
+    last_log = next((e for e in reversed(events) if isinstance(e, Log) and e.step is not None), None)
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.step is not None), None)
+    if end is None:
+        return last_log
+    if last_log is None:  # the end alone: its step, its counts
+        return Log(step=end.step, max_steps=end.max_steps, loss_scale=end.loss_scale,
+                   overflow_count=end.overflow_count, skipped_steps=end.skipped_steps, time=end.time)
+    return msgspec.structs.replace(last_log, step=end.step)  # the end has the final step; the log the last loss

@@ -1,0 +1,117 @@
+"""Stop a run: every process proven the run's (SIGINT, SIGTERM, SIGKILL), or its SLURM job through the
+scheduler, and mark it stopped. A run on another host is not signalled from here."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder
+from backend.runs.process import run_marker, terminate
+from backend.runs.status import refresh
+
+
+@dataclass
+class StopResult:
+    lines: list[str]
+    stopped: bool  # a process or a SLURM job was signalled, or the run was over already
+
+
+def stop_run(run: RunFolder, report: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Stop every process of the run (SIGINT, SIGTERM, SIGKILL) and mark it stopped. Only processes
+    proven the run's are signalled; a run on another host is not signalled from here."""
+    return stop_run_result(run, report).lines
+
+
+def stop_run_result(run: RunFolder, report: Callable[[str], None] = lambda _: None) -> StopResult:
+    """`stop_run`, saying also whether anything was stopped (the CLI's exit code)."""
+    try:
+        with run.control("stop"):
+            return _stop_locked(run, report)
+    except FolderBusy as err:
+        return StopResult([str(err)], stopped=False)
+    except FolderNotWritable as err:  # a read-only folder: its proven processes are still stopped
+        return _stop_unwritable(run, str(err), report)
+
+
+def _stop_unwritable(run: RunFolder, why: str, report: Callable[[str], None]) -> StopResult:
+    state = refresh(run)
+    if not state.is_active:
+        return StopResult([f"run is already {state.status}; nothing to stop"], stopped=True)
+    elsewhere = None if run.state_or_damaged().status == "damaged" else state.elsewhere()
+    if elsewhere:
+        return StopResult([why, f"run {run.run_id} was {elsewhere}: nothing was signalled from here"], stopped=False)
+    done = terminate(run_marker(run.path), report=report)
+    if not done:
+        return StopResult([why, "no process of the run was alive: nothing was stopped"], stopped=False)
+    return StopResult([*done, f"{why}; its state could not be marked stopped"], stopped=True)
+
+
+def _stop_locked(run: RunFolder, report: Callable[[str], None]) -> StopResult:
+    state = refresh(run)
+    damaged = run.state_or_damaged().status == "damaged"
+    if not state.is_active:
+        return StopResult([f"run is already {state.status}; nothing to stop"], stopped=True)
+    elsewhere = None if damaged else state.elsewhere()
+    job_id, job_problem = _slurm_job_id(run)
+    if elsewhere and job_id is None:
+        return StopResult([*job_problem, f"run {run.run_id} was {elsewhere}: nothing was signalled from here; stop "
+                           f"it on {state.host} (`workbench stop {run.run_id}` there)"], stopped=False)
+    if not damaged:
+        run.update_state(status="stopping", stop_requested=True)
+    slurm = _cancel_slurm_job(job_id) if job_id else StopResult(job_problem, stopped=False)
+    if slurm.stopped:
+        return slurm
+    if elsewhere:  # the scheduler could not be asked: the run goes on as it was
+        if not damaged:
+            run.update_state(status=state.status, stop_requested=False)
+        return StopResult([*slurm.lines, f"run {run.run_id} was {elsewhere}: nothing was signalled from here"],
+                          stopped=False)
+    done = terminate(run_marker(run.path), report=report) or ["no process of the run was alive"]
+    if damaged:
+        return StopResult(slurm.lines + done, stopped=True)
+    deadline = time.monotonic() + 5
+    marker = run_marker(run.path)
+    while run.read_state().status == "stopping" and time.monotonic() < deadline and \
+            marker.owns(state.supervisor_pid, state.supervisor_started):
+        time.sleep(0.1)
+    if run.read_state().status == "stopping":  # supervisor did not get to write it
+        run.update_state(status="stopped", ended_at=time.time())
+    return StopResult(slurm.lines + done, stopped=True)
+
+
+SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
+
+
+def _slurm_job_id(run: RunFolder) -> tuple[str | None, list[str]]:
+    """The SLURM job of a run exported to SLURM, or None and why not (nothing when there is no job file).
+    The file lies in the run folder, which may come from a shared filesystem: only a job id is believed."""
+    job_file = run.path / "slurm_job.json"
+    if not job_file.is_file():
+        return None, []
+    try:
+        content = json.loads(job_file.read_text(encoding="utf-8"))
+        job_id = content.get("SLURM_JOB_ID") if isinstance(content, dict) else None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return None, [f"{job_file.name} is unreadable ({err}): no SLURM job was cancelled"]
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not SLURM_JOB_ID.fullmatch(job_id):
+        return None, [f"{job_file.name} holds no SLURM job id (SLURM_JOB_ID = {job_id!r}): no SLURM job was cancelled"]
+    return job_id, []
+
+
+def _cancel_slurm_job(job_id: str) -> StopResult:
+    """A run exported to SLURM is stopped through the scheduler (its processes are on other hosts)."""
+    try:
+        result = subprocess.run(["scancel", "--signal=INT", "--full", job_id], capture_output=True, text=True,
+                                timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return StopResult([f"scancel {job_id} could not run ({err})"], stopped=False)
+    if result.returncode != 0:
+        return StopResult([f"scancel {job_id} failed: {result.stderr.strip()}"], stopped=False)
+    return StopResult([f"sent SIGINT to SLURM job {job_id} (scancel); its supervisor records the end"], stopped=True)
