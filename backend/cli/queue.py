@@ -158,6 +158,21 @@ def resume(entry: Annotated[str, typer.Argument(help="Queue entry id.")]) -> Non
     _change(entry, "resume")
 
 
+def sweep(ref: Annotated[str, typer.Argument(metavar="SWEEP", help="The sweep's name (its profile's name) or id.")]) -> None:
+    """A sweep's runs ranked by their checkpoint scoreboard's best checkpoint (best first)."""
+    from backend.queue.sweep import rank_runs, sweep_runs
+
+    try:
+        name, runs = sweep_runs(ref)
+    except (QueueRefused, QueueDamaged) as err:
+        fail(str(err))
+    console.print(f"sweep {visible(name)}: {len(runs)} run(s), ranked by their best checkpoint", markup=False,
+                  highlight=False, soft_wrap=True)
+    for place, ranked in enumerate(rank_runs(runs), 1):
+        console.print(f"  {place if ranked.value is not None else '-':>2}  {visible(ranked.run_id)}  "
+                      f"{visible(ranked.text)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def wake() -> None:
     """Any workbench command: start the keeper when entries wait and none is alive (after a reboot)."""
     if not (queue_dir() / "queue.json").exists():
@@ -169,7 +184,7 @@ def wake() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    for command in (add, rm, up, down, pause, resume):
+    for command in (add, rm, up, down, pause, resume, sweep):
         queue_app.command(command.__name__)(command)
     app.add_typer(queue_app, name="queue")
 

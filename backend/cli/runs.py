@@ -140,6 +140,8 @@ def runs() -> None:
                      _age(s.elapsed_seconds), _age(time.time() - s.state.created_at)))
         if s.state.status in ("damaged", "unknown") or (s.state.failure_reason or "").startswith("damaged"):
             notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
+        if s.attempt:  # an OOM retry of the queue, linked both ways (backend/queue/links.py)
+            notes.append(f"{visible(folder.run_id)}: {s.attempt}")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     # never shorten a cell (the id is what every other command takes), even in a narrow terminal

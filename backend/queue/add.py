@@ -7,7 +7,7 @@ from pathlib import Path
 
 from backend.profile import LaunchProfile, save_profile
 from backend.queue.store import Entry, edit, insert_by_priority, new_entry_id, queue_dir
-from backend.queue.sweep import expand
+from backend.queue.sweep import expand, sweep_of
 
 
 def add_profiles(items: list[tuple[LaunchProfile, Path]], *, gpus: str = "auto", priority: int = 0,
@@ -16,11 +16,13 @@ def add_profiles(items: list[tuple[LaunchProfile, Path]], *, gpus: str = "auto",
     QueueDamaged for a damaged queue file (set aside), before anything is queued."""
     folder = folder or queue_dir()
     (folder / "profiles").mkdir(parents=True, exist_ok=True)
-    expanded = [(p, base_dir) for profile, base_dir in items for p in expand(profile)]
+    expanded = [(p, base_dir, tag) for profile, base_dir in items for tag in [sweep_of(profile)]
+                for p in expand(profile)]
     added: list[Entry] = []
-    for profile, base_dir in expanded:
+    for profile, base_dir, (sweep, sweep_id) in expanded:
         entry = Entry(id=new_entry_id(), name=profile.name, profile_file="", base_dir=str(base_dir),
-                      priority=priority, gpus=gpus, state="paused" if hold else "waiting")
+                      priority=priority, gpus=gpus, state="paused" if hold else "waiting", sweep=sweep,
+                      sweep_id=sweep_id)
         entry.profile_file = str(folder / "profiles" / f"{entry.id}.toml")
         if gpus != "auto":
             profile = profile.model_copy(update={"distribution": profile.distribution.model_copy(

@@ -30,6 +30,7 @@ from backend.fs import LockTimeout, file_lock, write_text_atomic
 from backend.process_identity import Marker, current_boot_id, elsewhere, this_host
 from backend.profile import ProfileError, load_profile, save_profile
 from backend.queue.admission import pick_gpus, why_waiting
+from backend.queue.links import record_retry
 from backend.queue.retry import oom_retry_profile
 from backend.queue.store import (
     Entry,
@@ -166,6 +167,7 @@ def _queue_oom_retry(queue: QueueFile, entry: Entry, profile: Any, run: Any) -> 
     new_profile, note = changed
     retry = Entry(id=new_entry_id(), name=entry.name, profile_file="", base_dir=entry.base_dir,
                   priority=entry.priority, gpus=entry.gpus, attempt=entry.attempt + 1, parent=entry.id, note=note,
+                  sweep=entry.sweep, sweep_id=entry.sweep_id,
                   resume_from=str(checkpoints[-1]) if checkpoints else None)
     retry.profile_file = str(Path(entry.profile_file).with_name(f"{retry.id}.toml"))
     save_profile(new_profile, retry.profile_file)
@@ -277,6 +279,10 @@ def _launch(folder: Path, entry: Entry) -> None:
     with edit(folder) as queue:
         mine = queue.find(entry.id)
         mine.state, mine.run_id, mine.run_dir = "running", run.run_id, str(run.path)
+        parent = next((e for e in queue.entries if e.id == mine.parent), None) if mine.parent else None
+    if entry.attempt > 1:  # an OOM retry: linked in both run folders (the runs list and the scoreboard say it)
+        record_retry(str(run.path), run.run_id, entry.attempt, entry.note, parent.run_dir if parent else None,
+                     parent.run_id if parent else None)
     _log(f"{entry.id}: started run {run.run_id}")
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from backend.profile import LaunchProfile
 from backend.queue.store import Entry, QueueFile, QueueRefused, edit, new_entry_id
-from backend.queue.sweep import expand
+from backend.queue.sweep import expand, sweep_of
 
 SBATCH_TIMEOUT_S = 60.0
 SQUEUE_TIMEOUT_S = 20.0
@@ -90,12 +90,13 @@ def submit_profiles(items: list[tuple[LaunchProfile, Path]], *, options: object 
 
     base = options if isinstance(options, SlurmOptions) else SlurmOptions()
     sbatch = tool("sbatch")
-    expanded = [(p, base_dir) for profile, base_dir in items for p in expand(profile)]
+    expanded = [(p, base_dir, tag) for profile, base_dir in items for tag in [sweep_of(profile)]
+                for p in expand(profile)]
     added: list[Entry] = []
     failure: str | None = None
     with edit(folder) as queue:
         previous = _last_live_job(queue)
-        for profile, base_dir in expanded:
+        for profile, base_dir, (sweep, sweep_id) in expanded:
             forecast = host_forecast_bytes(profile, base_dir)
             job_options = dataclasses.replace(base, mem_mib=mem_request_mib(forecast, profile.queue.memory_margin))
             try:
@@ -119,7 +120,7 @@ def submit_profiles(items: list[tuple[LaunchProfile, Path]], *, options: object 
             entry = Entry(id=new_entry_id(), name=profile.name, profile_file=str(run.profile_path),
                           base_dir=str(base_dir), state="slurm", started_at=time.time(), run_id=run.run_id,
                           run_dir=str(run.path), forecast_bytes=forecast, slurm_job_id=job_id,
-                          slurm_dependency=previous)
+                          slurm_dependency=previous, sweep=sweep, sweep_id=sweep_id)
             queue.entries.append(entry)
             added.append(entry)
             previous = job_id

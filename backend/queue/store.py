@@ -63,6 +63,8 @@ class Entry(BaseModel):
     waiting_for: str | None = None  # the keeper's last reason on a GPU machine ("GPU 1: 31.2 GiB free, ...")
     slurm_job_id: str | None = None  # `queue add --slurm`: the job sbatch answered (state "slurm")
     slurm_dependency: str | None = None  # the job it was submitted after (--dependency=afterany:<it>)
+    sweep: str | None = None  # the profile's name whose [sweep] made this entry (its runs are compared and ranked)
+    sweep_id: str | None = None  # one `queue add` of that sweep (a name queued twice is two sweeps)
 
     @property
     def pending(self) -> bool:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from backend.profile import LaunchProfile
+from backend.queue.store import Entry, QueueFile
 
 SHORT_NAMES = {"learning_rate": "lr", "lora_rank": "rank", "lora_alpha": "alpha", "per_device_train_batch_size": "bs",
                "gradient_accumulation_steps": "acc", "num_train_epochs": "ep", "max_steps": "steps"}
@@ -61,3 +64,80 @@ def _assign(data: dict[str, Any], key: str, value: Any) -> None:
     if parts[-1] not in node:
         raise SweepError(f"sweep key {key!r}: {parts[-1]!r} is not a profile field (see `workbench schema`)")
     node[parts[-1]] = value
+
+
+# ---------------------------------------------------------------- a sweep's runs, ranked
+
+
+def sweep_of(profile: LaunchProfile) -> tuple[str | None, str | None]:
+    """The (sweep name, sweep id) the entries of this profile carry: its name and a new id when it has a
+    `[sweep]`, else (None, None)."""
+    return (profile.name, f"s{secrets.token_hex(3)}") if profile.sweep else (None, None)
+
+
+def sweep_entries(queue: QueueFile, ref: str) -> tuple[str, list[Entry]]:
+    """A sweep's name and entries, by sweep id or name (a name queued more than once: its latest sweep);
+    QueueRefused naming the sweeps there are otherwise."""
+    from backend.queue.store import QueueRefused
+
+    ids = [e.sweep_id for e in queue.entries if e.sweep_id and ref in (e.sweep_id, e.sweep)]
+    if not ids:
+        known = sorted({f"{e.sweep} ({e.sweep_id})" for e in queue.entries if e.sweep_id})
+        raise QueueRefused(f"{ref!r} is no sweep in the queue; sweeps: {', '.join(known) or 'none'}")
+    latest = max(ids, key=lambda i: max(e.added_at for e in queue.entries if e.sweep_id == i))
+    entries = [e for e in queue.entries if e.sweep_id == latest]
+    return str(entries[0].sweep), entries
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One run of a sweep, as the checkpoint scoreboard judges it."""
+
+    run_dir: str
+    run_id: str
+    value: float | None  # the best checkpoint's metric (or train loss when the run has no evaluation)
+    text: str  # the scoreboard's line: "best: checkpoint-6: lowest eval loss 1.23", or why there is none
+
+
+def rank_runs(run_dirs: list[str]) -> list[Ranked]:
+    """Runs ranked by their scoreboard's best checkpoint: those judged on the eval metric first (by it, best
+    first), then those judged on the train loss alone, then those with no best checkpoint (in the order given)."""
+    from backend.runs.layout import RunFolder
+    from backend.runs.scoreboard import scoreboard, summary
+
+    keyed = []
+    for order, run_dir in enumerate(run_dirs):
+        run = RunFolder(run_dir)
+        board = scoreboard(run)
+        best = board.best
+        value = None if best is None else (best.eval_value if board.basis == "eval" else best.train_loss)
+        text = summary(board).split(" · ")[-1]  # without the attempt link: the list says it elsewhere
+        if value is None:
+            key: tuple[int, float, int] = (2, 0.0, order)
+        else:
+            sign = -1.0 if board.basis == "eval" and board.metric.greater_is_better else 1.0
+            key = (0 if board.basis == "eval" else 1, sign * value, order)
+        keyed.append((key, Ranked(str(run.path), run.run_id, value, text)))
+    return [ranked for _, ranked in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def sweep_runs(ref: str | None = None, *, run_dir: str | None = None, folder: Any = None) -> tuple[str, list[str]]:
+    """A sweep's name and the run folders its entries started (by sweep id or name, or the sweep of the entry
+    that started `run_dir`). QueueRefused when there is no such sweep or none of its runs started yet."""
+    from pathlib import Path
+
+    from backend.queue.store import QueueRefused, read_queue
+
+    queue = read_queue(folder)
+    if ref is None:
+        wanted = str(Path(run_dir or "").resolve())
+        owner = next((e for e in queue.entries if e.run_dir and str(Path(e.run_dir).resolve()) == wanted), None)
+        if owner is None or not owner.sweep_id:
+            raise QueueRefused(f"{Path(wanted).name} was not started by a sweep of the queue (`workbench queue add` "
+                               "of a profile with a [sweep] grid)")
+        ref = owner.sweep_id
+    name, entries = sweep_entries(queue, ref)
+    runs = [str(e.run_dir) for e in entries if e.run_dir]
+    if not runs:
+        raise QueueRefused(f"no run of sweep {name} has started yet ({len(entries)} queued)")
+    return name, runs

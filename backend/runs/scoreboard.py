@@ -41,6 +41,7 @@ from backend.events import (
     newer_format_text,
 )
 from backend.profile import ProfileError
+from backend.queue.links import attempt_text
 from backend.runs.layout import RunFolder, checkpoint_problem
 from backend.runs.pins import pinned_dir, pins_problem, read_pins
 from backend.series import SMOOTHING, ema
@@ -162,6 +163,7 @@ class Scoreboard:
     basis: str = "eval"  # eval: the metric of the evaluations; train: the train loss (no evaluation)
     problems: list[str] = field(default_factory=list)  # damaged or newer events lines
     gone_steps: list[int] = field(default_factory=list)  # saved (an event says so), folder no longer there
+    attempt: str = ""  # the queue's OOM retry link: "attempt 2 of RUN, half micro-batch" (backend/queue/links.py)
     golden_prompts: int | None = None  # prompts of the golden answers (backend/runs/golden.py); None: none yet
     swift_eval_base: str | None = None  # the base model's newest `workbench eval` score (backend/runs/evals.py)
     swift_eval_shown: bool = False  # a column of `workbench eval` scores: the run has eval results
@@ -189,7 +191,8 @@ class Scoreboard:
         return {"run_id": self.run_id, "metric": self.metric.name, "metric_key": self.metric.key,
                 "greater_is_better": self.metric.greater_is_better, "basis": self.basis,
                 "best_step": best.step if best else None, "best_reason": self.reason(best) if best else None,
-                "problems": self.problems, "gone_steps": self.gone_steps, "golden_prompts": self.golden_prompts,
+                "problems": self.problems, "gone_steps": self.gone_steps,
+                "attempt": self.attempt or None, "golden_prompts": self.golden_prompts,
                 "swift_eval_base": self.swift_eval_base,
                 "rows": [row.to_dict() for row in self.rows]}
 
@@ -352,7 +355,7 @@ def scoreboard(run: RunFolder, metric: Metric | None = None) -> Scoreboard:
 
 
 def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
-    board = Scoreboard(run.run_id, metric)
+    board = Scoreboard(run.run_id, metric, attempt=attempt_text(run.path))
     events = _read_events(run.events_path, metric)
     if events.bad_lines + events.long_lines:
         board.problems.append(f"events.jsonl: {damaged_text(events.bad_lines + events.long_lines)}")
@@ -494,7 +497,9 @@ def headers(board: Scoreboard) -> tuple[str, ...]:
 
 
 def summary(board: Scoreboard) -> str:
-    """One line: which checkpoint is best and why, or why none is."""
+    """One line: which checkpoint is best and why, or why none is (after the run's OOM retry link, if any)."""
+    if board.attempt:
+        return f"{board.attempt} · {summary(replace(board, attempt=''))}"
     if board.swift_eval_base:
         return f"{summary(replace(board, swift_eval_base=None))} · swift eval: {board.swift_eval_base}"
     best = board.best

@@ -2,7 +2,8 @@
 
 The runs screen reloads every 2 s and `workbench runs` lists once; both ask a `SummaryCache`.
 A run's summary (`summarize`: its reconciled state and its last logged step) is kept with
-the marks (backend/tail.py: inode, size, mtime) of its state.json and events.jsonl, and used again
+the marks (backend/tail.py: inode, size, mtime) of its state.json, events.jsonl and queue_attempt.json (an OOM
+retry's link, backend/queue/links.py), and used again
 while both are unchanged and the run is settled: not active, so nothing but its files can change
 it. An active run is summarized every reload (its processes may have gone).
 
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.queue.links import attempt_text, link_path
 from backend.runs import index
 from backend.runs.layout import RunFolder, RunState, workspace_dir
 from backend.runs.process import marked_folders
@@ -39,6 +41,7 @@ class RunSummary:
     loss_scale: float | None
     elapsed_seconds: float | None
     eta_seconds: float | None
+    attempt: str = ""  # an OOM retry's link (backend.queue.links): "attempt 2 of RUN, half micro-batch"
 
 
 def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:
@@ -55,7 +58,7 @@ def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:
     if state.is_active and step and max_steps and speed:
         eta = (max_steps - step) / speed
     return RunSummary(run, state, step, max_steps, last.loss if last else None, last.loss_scale if last else None,
-                      elapsed, eta)
+                      elapsed, eta, attempt_text(run.path))
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,11 @@ class RunMarks:
 
     state: FileMark | None
     events: FileMark | None
+    link: FileMark | None = None  # the queue's attempt link (written when a retry starts, after its run ended)
 
 
 def marks_of(run: RunFolder) -> RunMarks:
-    return RunMarks(mark(run.state_path), mark(run.events_path))
+    return RunMarks(mark(run.state_path), mark(run.events_path), mark(link_path(run.path)))
 
 
 SETTLE_SECONDS = 2.0

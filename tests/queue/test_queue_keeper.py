@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from backend.queue.keeper import keeper_marker, keeper_pid
+from backend.queue.links import attempt_text
 from backend.queue.store import QueueFile, read_queue
 from backend.runs.layout import RunFolder
+from backend.runs.scoreboard import scoreboard, summary
 from tests.runs.helpers import quick_profile, wait_for, workbench
 
 FAST = {"max_steps": 1, "save_steps": 1, "logging_steps": 1}  # ends before the OOM hook's step 2
@@ -90,3 +92,8 @@ def test_an_oom_is_retried_with_the_same_global_batch_from_the_last_checkpoint(q
     assert _arg(retry.run_dir, "--per_device_train_batch_size") in (None, "1")  # 1 is the default, not passed
     assert _arg(retry.run_dir, "--gradient_accumulation_steps") == "2"
     assert _arg(retry.run_dir, "--resume_from_checkpoint") == checkpoint
+    # linked both ways in the run folders: the runs list and the scoreboard say it
+    assert attempt_text(str(retry.run_dir)) == f"attempt 2 of {failed.run_id}, half micro-batch"
+    assert attempt_text(str(failed.run_dir)) == f"retried as {retry.run_id} (attempt 2, half micro-batch)"
+    assert summary(scoreboard(RunFolder(str(retry.run_dir)))).startswith(
+        f"attempt 2 of {failed.run_id}, half micro-batch · ")

@@ -72,7 +72,7 @@ def test_queue_add_slurm_submits_in_order_lists_squeue_and_cancels(
                       f"sbatch --parsable --dependency=afterany:1001 {runs[1]}/job.sbatch"]
     assert f"submitted {first.id}  quickstart-test-lr1e-04: SLURM job 1001, run {first.run_id}" in result.output
     assert f"SLURM job 1002 after job 1001, run {second.run_id}" in result.output
-    script = (Path(runs[0]) / "job.sbatch").read_text().splitlines()
+    script = (Path(str(runs[0])) / "job.sbatch").read_text().splitlines()
     assert first.forecast_bytes is not None and first.forecast_bytes > 0
     mem = -(-int(first.forecast_bytes * 1.5) // 1024**2)  # forecast + 50 % margin, in MiB, rounded up
     assert f"#SBATCH --mem={mem}M" in script
@@ -85,10 +85,10 @@ def test_queue_add_slurm_submits_in_order_lists_squeue_and_cancels(
     assert listing.exit_code == 0, listing.output
     assert f"squeue --noheader --format=%i|%T|%r --states=all --user={getpass.getuser()}" in _calls(folder)
     lines = _listing(listing.output)
-    assert lines[0].split(None, 4)[1:] == [first.id, "quickstart-test-lr1e-04", "slurm", (
+    assert lines[0].split(None, 5)[1:] == [first.id, "quickstart-test-lr1e-04", "slurm", "-", (
         f"SLURM job 1001: unknown (no longer in squeue: finished, cancelled or purged; its run: "
         f"`workbench status {first.run_id}`)")]
-    assert lines[1].split(None, 4)[1:] == [second.id, "quickstart-test-lr2e-04", "slurm",
+    assert lines[1].split(None, 5)[1:] == [second.id, "quickstart-test-lr2e-04", "slurm", "-",
                                            "SLURM job 1002: PENDING (Dependency)"]
     (folder / "squeue.txt").write_text("1002|RUNNING|None\n")
     lines = _listing(runner.invoke(full_app(), ["queue"]).output)

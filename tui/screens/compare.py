@@ -1,4 +1,7 @@
-"""Compare runs: the train loss of two or more runs on one plot (raw or EMA), each from its events file."""
+"""Compare runs: the train loss of two or more runs on one plot (raw or EMA), each from its events file.
+
+Opened on a sweep's runs (the Queue screen's `c`, the runs list's `w`), the table ranks them by their checkpoint
+scoreboard's best checkpoint (backend.queue.sweep.rank_runs) and says each one's best."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header
 
+from backend.queue.sweep import Ranked, rank_runs
+from backend.safe_text import visible
 from backend.series import MetricsStore
 from backend.series_summary import load_run_store
 from tui.safe import plain
@@ -34,14 +39,18 @@ class CompareScreen(WorkerFailures, Screen[None]):
     """Logarithmic y axis."""
 
     class Loaded(Message, bubble=False):
-        def __init__(self, stores: dict[Path, MetricsStore]) -> None:
+        def __init__(self, stores: dict[Path, MetricsStore], ranking: list[Ranked] | None = None) -> None:
             super().__init__()
             self.stores = stores
+            self.ranking = ranking
 
-    def __init__(self, run_dirs: list[Path], *, name: str | None = None, id: str | None = None) -> None:
+    def __init__(self, run_dirs: list[Path], *, sweep: str | None = None, name: str | None = None,
+                 id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         self.run_dirs = [Path(d) for d in run_dirs]
+        self.sweep = sweep  # a sweep's name: its runs ranked by the scoreboard's best checkpoint
         self.stores: dict[Path, MetricsStore] = {}
+        self.ranking: list[Ranked] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -50,28 +59,39 @@ class CompareScreen(WorkerFailures, Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = f"compare {len(self.run_dirs)} runs"
+        self.title = f"compare {len(self.run_dirs)} runs" + (f" of sweep {visible(self.sweep)}" if self.sweep else "")
         self.sub_title = "train loss"
         table = self.query_one(DataTable)
-        for label in ("run", "step", "last loss", "min loss", "last eval"):
+        for label in (("rank",) if self.sweep else ()) + ("run", "step", "last loss", "min loss", "last eval") + \
+                (("best checkpoint (scoreboard)",) if self.sweep else ()):
             table.add_column(label, key=label)
         self._load()
 
     @work(thread=True, exclusive=True, group="compare-load", exit_on_error=False, description="Reading events")
     def _load(self) -> None:
-        self.post_message(self.Loaded({d: load_run_store(d / "events.jsonl") for d in self.run_dirs}))
+        ranking = rank_runs([str(d) for d in self.run_dirs]) if self.sweep else None
+        self.post_message(self.Loaded({d: load_run_store(d / "events.jsonl") for d in self.run_dirs}, ranking))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         self.stores = message.stores
+        self.ranking = message.ranking or []
         table = self.query_one(DataTable)
         table.clear()
-        for run_dir, store in self.stores.items():
+        best = {Path(r.run_dir).resolve(): (place, r) for place, r in enumerate(self.ranking, 1)}
+        order = sorted(self.stores, key=lambda d: best.get(d.resolve(), (len(best) + 1, None))[0])
+        for run_dir in order:
+            store = self.stores[run_dir]
             loss, low, numbers = store.series["loss"], store.series["loss"].minimum(), store.throughput()
             evals = store.eval_loss.last
-            table.add_row(plain(run_dir.name), step_of(numbers.step, numbers.max_steps),
-                          number(loss.last[1]) if loss.last else "-", number(low[1]) if low else "-",
-                          number(evals[1]) if evals else "-")
+            cells = [plain(run_dir.name), step_of(numbers.step, numbers.max_steps),
+                     number(loss.last[1]) if loss.last else "-", number(low[1]) if low else "-",
+                     number(evals[1]) if evals else "-"]
+            if self.sweep:
+                place, ranked = best.get(run_dir.resolve(), (None, None))
+                cells = [str(place) if ranked and ranked.value is not None else "-", *cells,
+                         plain(ranked.text) if ranked else "-"]
+            table.add_row(*cells)
         self._draw()
 
     def retry(self) -> None:

@@ -5,6 +5,8 @@ change goes through backend/queue (under the queue lock: safe while the keeper r
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 import psutil
 from textual import on, work
@@ -18,6 +20,7 @@ from backend.queue.admission import reasons
 from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, change, read_queue
+from backend.queue.sweep import sweep_runs
 from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 
@@ -34,6 +37,8 @@ class QueueScreen(Screen[None]):
         Binding("n", "move('down')", "Down", id="queue-down", tooltip="Start the entry under the cursor later"),
         Binding("p", "pause", "Pause/resume", id="queue-pause", tooltip="Hold the entry, or let it wait again"),
         Binding("x", "remove", "Remove", id="queue-rm", tooltip="Remove a waiting or paused entry (asks first)"),
+        Binding("c", "compare_sweep", "Compare sweep", id="queue-compare",
+                tooltip="Compare the runs of the sweep of the entry under the cursor, ranked by their best checkpoint"),
     ]
 
     class Loaded(Message, bubble=False):
@@ -130,6 +135,19 @@ class QueueScreen(Screen[None]):
                 self._change(entry.id, "rm")
         self.app.push_screen(ConfirmModal("Remove from the queue", body, "Remove"), answered)
 
+    def action_compare_sweep(self) -> None:
+        entry = self._selected()
+        if entry is None:
+            return
+        if not entry.sweep_id:
+            self.notify(f"{visible(entry.name)} is not part of a sweep", severity="warning", markup=False)
+            return
+        self._open_sweep(entry.sweep_id)
+
+    @work(thread=True, exclusive=True, group="queue-sweep", exit_on_error=False, description="Finding the sweep")
+    def _open_sweep(self, sweep_id: str) -> None:
+        open_sweep(self.app, sweep_id)
+
     @work(thread=True, exclusive=True, group="queue-change", exit_on_error=False, description="Changing the queue")
     def _change(self, ref: str, what: str) -> None:
         try:
@@ -139,3 +157,16 @@ class QueueScreen(Screen[None]):
         except (QueueRefused, QueueDamaged) as err:
             self.app.notify(str(err), title=f"Queue {what} refused", severity="warning", timeout=10, markup=False)
         self._load()
+
+
+def open_sweep(app: Any, ref: str | None = None, run_dir: str | None = None) -> None:
+    """From a thread worker: the compare view on a sweep's runs (by sweep id, or the sweep that started
+    `run_dir`), or a notice saying why not."""
+    from tui.screens.compare import CompareScreen
+
+    try:
+        name, runs = sweep_runs(ref, run_dir=run_dir)
+    except (QueueRefused, QueueDamaged) as err:
+        app.notify(str(err), title="No sweep to compare", severity="warning", markup=False)
+        return
+    app.call_from_thread(app.push_screen, CompareScreen([Path(r) for r in runs], sweep=name))

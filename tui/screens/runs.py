@@ -31,7 +31,7 @@ from tui.widgets.units import duration, number, step_of
 from tui.worker_failures import WorkerFailures, failure_text
 
 COLUMNS = (("mark", " "), ("status", "status"), ("run", "run"), ("profile", "profile"), ("step", "step"),
-           ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"))
+           ("loss", "loss"), ("elapsed", "elapsed"), ("eta", "ETA"), ("attempt", "attempt"))
 NAME_CHARS = 40  # a run id or profile name is cut to this (a 387-character name would push the other columns off)
 KEEP_GOING = "Runs live in their own sessions: quitting the app or losing the terminal never stops one."
 STATUS_STYLE = {"running": "bold green", "starting": "green", "stopping": "yellow", "finished": "cyan",
@@ -53,6 +53,8 @@ class RunsScreen(WorkerFailures, Screen[None]):
         Binding("enter", "open", "Open", id="runs-open", tooltip="Monitor the run under the cursor"),
         Binding("space", "mark", "Mark", id="runs-mark", tooltip="Mark runs to compare their loss"),
         Binding("c", "compare", "Compare", id="runs-compare", tooltip="Overlay the loss of the marked runs"),
+        Binding("w", "compare_sweep", "Sweep", id="runs-sweep",
+                tooltip="Compare every run of the sweep this run belongs to, ranked by their best checkpoint"),
         Binding("s", "stop", "Stop", id="runs-stop", tooltip="Stop the run under the cursor (asks first)"),
         Binding("r", "resume", "Resume", id="runs-resume", tooltip="Resume a stopped or failed run from its last checkpoint"),
         Binding("d", "delete", "Delete", id="runs-delete", tooltip="Delete a finished, failed or stopped run (asks first)"),
@@ -149,7 +151,8 @@ class RunsScreen(WorkerFailures, Screen[None]):
         return ("●" if str(summary.run.path) in self.marked else " ", status, _name(summary.run.run_id),
                 _name(state.profile_name),
                 step_of(summary.step, summary.max_steps), number(summary.loss),
-                duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-")
+                duration(summary.elapsed_seconds), duration(summary.eta_seconds) if state.is_active else "-",
+                Text(summary.attempt))  # an OOM retry's link ("attempt 2 of RUN, half micro-batch"), said as is
 
     def _show_problems(self, problems: list[str]) -> None:
         """Runs that could not be read, said in place (and once as a toast, not every reload)."""
@@ -205,6 +208,17 @@ class RunsScreen(WorkerFailures, Screen[None]):
             self.notify("mark two or more runs with Space, then press c", severity="warning")
             return
         self.app.push_screen(CompareScreen(chosen))
+
+    def action_compare_sweep(self) -> None:
+        summary = self._selected()
+        if summary is not None:
+            self._open_sweep(str(summary.run.path))
+
+    @work(thread=True, exclusive=True, group="runs-sweep", exit_on_error=False, description="Finding the sweep")
+    def _open_sweep(self, run_dir: str) -> None:
+        from tui.screens.queue import open_sweep
+
+        open_sweep(self.app, run_dir=run_dir)
 
     def action_stop(self) -> None:
         summary = self._selected()
