@@ -232,8 +232,8 @@ def plan_eval(run: RunFolder, dataset: str, *, checkpoint: int | None = None, me
     if settings.base and base is None:
         raise EvalRefused(f"the base model of {tuned.label} is unknown (no args.json names it); pass --no-base")
     job_id = new_job_id("eval")
-    models = [{"role": "base", "label": base.label, "step": None, "merged": False, "args": _swift_args(base)}
-              ] if base is not None else []
+    models: list[dict[str, Any]] = [{"role": "base", "label": base.label, "step": None, "merged": False, "args": _swift_args(base)}
+                                    ] if base is not None else []
     models.append({"role": "tuned", "label": tuned.label, "step": _step_of(tuned), "merged": merged,
                    "args": _swift_args(tuned), "link": tuned.adapters[0] if tuned.adapters else tuned.model})
     plan = {"dataset": str(source), "format": fmt, "benchmark": BENCHMARKS[fmt], "metric": METRICS[fmt],

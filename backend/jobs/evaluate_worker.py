@@ -98,7 +98,7 @@ def run_swift_eval(args: list[str]) -> None:
     def native_only(eval_backend: str | None = None) -> dict[str, list[str]]:
         return {"Native": sorted(BENCHMARK_REGISTRY.keys())}
 
-    EvalArguments.list_eval_dataset = staticmethod(native_only)  # type: ignore[method-assign,assignment]
+    EvalArguments.list_eval_dataset = staticmethod(native_only)
     eval_main(args)
 
 
