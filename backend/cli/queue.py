@@ -18,12 +18,12 @@ from backend.cli.common import console, fail, load_or_exit
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.admission import reasons
+from backend.queue.changes import change
 from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import (
     QueueDamaged,
     QueueRefused,
-    change,
     queue_dir,
     read_queue,
 )

@@ -12,7 +12,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -173,16 +173,19 @@ def move(queue: QueueFile, entry: Entry, step: int) -> None:
     queue.entries[a], queue.entries[b] = queue.entries[b], queue.entries[a]
 
 
-def change(ref: str, what: str, folder: Path | None = None) -> Entry:
+def change(ref: str, what: str, folder: Path | None = None,
+           cancel: Callable[[str], str] | None = None) -> Entry:
     """`rm`, `up`, `down`, `pause` or `resume` the entry `ref`, under the lock; the entry. QueueRefused
-    with why when that entry's state does not allow it (a running one is stopped as a run)."""
+    with why when that entry's state does not allow it (a running one is stopped as a run). `cancel`: how a
+    SLURM entry's job is cancelled before it is removed (backend.queue.changes gives scancel)."""
     with edit(folder) as queue:
         entry = queue.find(ref)
         if what == "rm":
             if entry.state == "slurm" and entry.slurm_job_id:
-                from backend.queue.slurm import cancel
-
-                entry.reason = cancel(entry.slurm_job_id)  # scancel of this job id only; SlurmRefused if it fails
+                if cancel is None:
+                    raise QueueRefused(f"{entry.id} is SLURM job {entry.slurm_job_id}: `workbench queue rm "
+                                       f"{entry.id}` cancels it")
+                entry.reason = cancel(entry.slurm_job_id)  # raises (the entry stays) when it cannot
             if entry.state in ("running", "starting"):
                 raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
                                    f"{entry.run_id}` stops it (the keeper then moves on)")

@@ -17,9 +17,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from backend.queue.admission import reasons
+from backend.queue.changes import change
 from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
-from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, change, read_queue
+from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, read_queue
 from backend.queue.sweep import sweep_runs
 from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
