@@ -129,7 +129,9 @@ class QueueScreen(Screen[None]):
         entry = self._selected()
         if entry is None:
             return
-        body = f"Remove {entry.id} ({visible(entry.name)}) from the queue? Its run, if any, stays."
+        body = f"Remove {entry.id} ({visible(entry.name)}) from the queue? Its run, if any, stays." + (
+            f" Its SLURM job {entry.slurm_job_id} is cancelled (scancel {entry.slurm_job_id})." if entry.slurm_job_id
+            else "")
 
         def answered(yes: bool | None) -> None:
             if yes:
