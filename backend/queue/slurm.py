@@ -33,6 +33,8 @@ SBATCH_TIMEOUT_S = 60.0
 SQUEUE_TIMEOUT_S = 20.0
 JOB_ID = re.compile(r"\d+(_\d+)?")
 SQUEUE_FORMAT = "%i|%T|%r"
+SQUEUE_EVERY_S = 10.0  # the Queue screen reloads every 2 s; squeue is asked at most this often (a shared controller)
+_last_answer: tuple[float, dict[str, tuple[str, str]]] | None = None
 MIB = 1024**2
 
 
@@ -138,7 +140,7 @@ def _last_live_job(queue: QueueFile) -> str | None:
     if not jobs:
         return None
     try:
-        states = job_states()
+        states = job_states(fresh=True)
     except SlurmRefused:
         return jobs[-1]
     live = [j for j in jobs if j in states and states[j][0] in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED",
@@ -146,9 +148,13 @@ def _last_live_job(queue: QueueFile) -> str | None:
     return live[-1] if live else None
 
 
-def job_states() -> dict[str, tuple[str, str]]:
-    """This user's jobs as squeue lists them (every state it still remembers): job id -> (state, reason).
-    SlurmRefused when squeue is not on PATH or fails."""
+def job_states(fresh: bool = False) -> dict[str, tuple[str, str]]:
+    """This user's jobs as squeue lists them (every state it still remembers): job id -> (state, reason); an
+    answer under SQUEUE_EVERY_S old is used again unless `fresh`. SlurmRefused when squeue is not on PATH or
+    fails."""
+    global _last_answer
+    if not fresh and _last_answer is not None and time.monotonic() - _last_answer[0] < SQUEUE_EVERY_S:
+        return _last_answer[1]
     squeue = shutil.which("squeue")
     if squeue is None:
         raise SlurmRefused("squeue is not on PATH")
@@ -161,6 +167,7 @@ def job_states() -> dict[str, tuple[str, str]]:
         parts = [p.strip() for p in line.split("|")]
         if len(parts) == 3 and parts[0]:
             states[parts[0]] = (parts[1], parts[2])
+    _last_answer = (time.monotonic(), states)
     return states
 
 

@@ -42,6 +42,7 @@ def fake_slurm_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_ru
         (folder / "bin" / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_DIR", str(folder))
+    monkeypatch.setattr("backend.queue.slurm._last_answer", None)  # no answer of another test's squeue
     return folder
 
 
@@ -55,7 +56,7 @@ def _listing(output: str) -> list[str]:
 
 
 def test_queue_add_slurm_submits_in_order_lists_squeue_and_cancels(
-        tmp_path: Path, tiny_model: Path, fake_slurm_path: Path) -> None:
+        tmp_path: Path, tiny_model: Path, fake_slurm_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = fake_slurm_path
     profile = quick_profile(tmp_path, sweep={"training.learning_rate": [1e-4, 2e-4]},
                             distribution={"device": "cuda", "nproc_per_node": 2, "gpu_ids": [0, 1]},
@@ -91,6 +92,9 @@ def test_queue_add_slurm_submits_in_order_lists_squeue_and_cancels(
     assert lines[1].split(None, 5)[1:] == [second.id, "quickstart-test-lr2e-04", "slurm", "-",
                                            "SLURM job 1002: PENDING (Dependency)"]
     (folder / "squeue.txt").write_text("1002|RUNNING|None\n")
+    lines = _listing(runner.invoke(full_app(), ["queue"]).output)
+    assert lines[1].endswith("SLURM job 1002: PENDING (Dependency)")  # squeue asked at most every 10 s
+    monkeypatch.setattr("backend.queue.slurm._last_answer", None)  # 10 s later
     lines = _listing(runner.invoke(full_app(), ["queue"]).output)
     assert lines[1].endswith(f"SLURM job 1002: RUNNING as {second.run_id}")
 
