@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,15 +260,22 @@ def start_eval(run: RunFolder, dataset: str, **options: Any) -> JobFolder:
     job_id, spec, plan = plan_eval(run, dataset, **options)
     job_dir = run.jobs_dir / job_id
     job_dir.mkdir(parents=True)
-    lay_out(Path(plan["dataset"]), job_dir / "data")
-    tuned = plan["models"][-1]
-    link = Path(tuned.pop("link"))
-    linked = job_dir / "models" / link.name
-    link_tree(link, linked)  # swift writes eval_result.jsonl into what it evaluates: our copy, not the run's
-    tuned["args"] = [str(linked) if arg == str(link) else arg for arg in tuned["args"]]
-    plan["data_dir"] = str(job_dir / "data")
-    write_text_atomic(job_dir / PLAN_NAME, json.dumps(plan, indent=2))
-    return start_job(run.jobs_dir, spec, job_id=job_id)
+    try:
+        lay_out(Path(plan["dataset"]), job_dir / "data")
+        tuned = plan["models"][-1]
+        link = Path(tuned.pop("link"))
+        linked = job_dir / "models" / link.name
+        try:
+            link_tree(link, linked)  # swift writes eval_result.jsonl into what it evaluates: our copy, not the run's
+        except OSError as err:  # e.g. rotation deleted the checkpoint meanwhile
+            raise EvalRefused(f"could not take {link} for the evaluation ({err}); nothing was started") from None
+        tuned["args"] = [str(linked) if arg == str(link) else arg for arg in tuned["args"]]
+        plan["data_dir"] = str(job_dir / "data")
+        write_text_atomic(job_dir / PLAN_NAME, json.dumps(plan, indent=2))
+        return start_job(run.jobs_dir, spec, job_id=job_id)
+    except BaseException:
+        shutil.rmtree(job_dir, ignore_errors=True)  # not started: no half-made job folder is left
+        raise
 
 
 # ---------------------------------------------------------------- run by the job's supervisor
