@@ -123,3 +123,39 @@ async def test_e_without_an_eval_dataset_says_so(tmp_path: Path, isolated_runs: 
                        "question-answer or multiple-choice rows); set it, or run: workbench eval "
                        f"{run.run_id} --dataset FILE")
     assert not run.jobs_dir.exists()
+
+
+async def test_e_starts_the_eval_job_on_the_selected_checkpoint(tmp_path: Path, isolated_runs: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.jobs.job import list_jobs, stop_job
+    from backend.profile import LaunchProfile, save_profile
+
+    run = fake_run(tmp_path, EVENTS, {2: True, 4: True})
+    save_profile(LaunchProfile.model_validate({"name": "fake", "eval": {"dataset": str(FIXTURES / "quill_qa.jsonl")}}),
+                 run.profile_path)
+    said: list[tuple[str, str]] = []
+    original = WorkbenchApp.notify
+
+    def notify(self: WorkbenchApp, message: str, **options: Any) -> None:
+        said.append((str(options.get("title")), message))
+        original(self, message, **options)
+
+    monkeypatch.setattr(WorkbenchApp, "notify", notify)
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, run.path)
+        await pilot.press("c")
+        board = screen.query_one(ScoreboardPanel)
+        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        await pilot.press("e")  # the cursor is on checkpoint-2 (the first row)
+        await wait_for(pilot, lambda: any(title in ("swift eval started", "Not evaluated") for title, _ in said),
+                       what="the eval job")
+    [job] = list_jobs(run.jobs_dir, kind="eval")
+    try:
+        assert said[-1] == ("swift eval started", f"job {job.job_id}: swift eval of /models/base and {run.run_id} "
+                            "checkpoint-2 on quill_qa.jsonl; the scores appear in the swift eval column when it ends")
+        plan = json.loads((job.path / "plan.json").read_text())
+        assert [(m["role"], m["step"]) for m in plan["models"]] == [("base", None), ("tuned", 2)]
+        assert plan["models"][1]["args"][:4] == ["--model", "/models/base", "--adapters",
+                                                 str(job.path / "models" / "checkpoint-2")]
+    finally:
+        stop_job(job)
