@@ -23,6 +23,8 @@ from backend.units import duration
 
 RECIPE_FREE_SECTIONS = {"name", "sweep", "queue", "run", "output"}
 RECIPE_FREE_TRAINING = ("learning_rate", "seed")
+_FINISHED: dict[str, tuple[dict[str, Any], float] | None] = {}  # entry id -> (recipe, wall seconds) of its run
+_MAX_CACHED = 4096
 
 
 @dataclass(frozen=True)
@@ -70,31 +72,39 @@ def start_estimates(queue: QueueFile, *, now: float | None = None, why: dict[str
     from backend.profile import ProfileError, load_profile
 
     now = time.time() if now is None else now
-    profiles: dict[str, Any] = {}
-    for entry in queue.entries:
+
+    def profile_of(entry: Entry) -> Any:
         try:
-            profiles[entry.id] = load_profile(entry.profile_file)
+            return load_profile(entry.profile_file)
         except (ProfileError, OSError):
-            profiles[entry.id] = None
-    summaries = {e.id: summary(e.run_dir) for e in queue.entries
-                 if e.run_dir and e.state in ("running", "done") and (e.state == "running" or e.outcome == "finished")}
+            return None
+
+    profiles = {e.id: profile_of(e) for e in queue.entries if e.state != "done"}
     known: list[tuple[dict[str, Any], float]] = []  # (recipe, wall seconds) of finished and running runs
+    for entry in queue.entries:
+        if entry.state == "done" and entry.outcome == "finished" and entry.run_dir:
+            if entry.id not in _FINISHED:  # over: its run and its queued profile no longer change
+                if len(_FINISHED) >= _MAX_CACHED:
+                    _FINISHED.clear()
+                profile, s = profile_of(entry), summary(entry.run_dir)
+                _FINISHED[entry.id] = None if profile is None or s.elapsed_seconds is None else \
+                    (recipe(profile), s.elapsed_seconds)
+            found = _FINISHED[entry.id]
+            if found is not None:
+                known.append(found)
     slots: list[_Slot] = []
     for entry in queue.entries:
-        s, profile = summaries.get(entry.id), profiles[entry.id]
-        if s is None:
+        if entry.state != "running" or not entry.run_dir:
             continue
-        if entry.state == "done" and s.elapsed_seconds is not None and profile is not None:
-            known.append((recipe(profile), s.elapsed_seconds))
-        elif entry.state == "running":
-            if not s.state.is_active:
-                slots.append(_Slot(now))  # over; the keeper sees it at its next look
-            elif s.eta_seconds is None:
-                slots.append(_Slot(None, f"{entry.run_id} has logged no step rate yet"))
-            else:
-                slots.append(_Slot(now + s.eta_seconds))
-                if s.elapsed_seconds is not None and profile is not None:
-                    known.append((recipe(profile), s.elapsed_seconds + s.eta_seconds))
+        s, profile = summary(entry.run_dir), profiles[entry.id]
+        if not s.state.is_active:
+            slots.append(_Slot(now))  # over; the keeper sees it at its next look
+        elif s.eta_seconds is None:
+            slots.append(_Slot(None, f"{entry.run_id} has logged no step rate yet"))
+        else:
+            slots.append(_Slot(now + s.eta_seconds))
+            if s.elapsed_seconds is not None and profile is not None:
+                known.append((recipe(profile), s.elapsed_seconds + s.eta_seconds))
 
     def lasts(entry: Entry) -> _Slot:
         profile = profiles[entry.id]
