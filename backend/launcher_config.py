@@ -6,13 +6,16 @@ them into the run folder beside the command.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from backend.hardware import HardwareInfo
 from backend.profile import LaunchProfile
 
-# decoder-layer class per transformers architecture, for FSDP's transformer auto-wrap
+# decoder-layer class per transformers architecture, for FSDP's transformer auto-wrap: the fallback only,
+# used when the model_shape oracle has no answer for the model's config (see detect_decoder_layer): a launch is
+# built without waiting for the oracle's child process (the launch form builds its preview on every edit), so a
+# model nobody asked about yet, a config transformers does not know (remote code such as InternLM2), or a child
+# that failed, leaves the class to this table.
 DECODER_LAYER_CLASSES = {
     "Qwen2ForCausalLM": "Qwen2DecoderLayer",
     "Qwen3ForCausalLM": "Qwen3DecoderLayer",
@@ -81,46 +84,67 @@ def accelerate_config(
 
 
 def detect_decoder_layer(model_dir: str) -> str | None:
-    """The decoder-layer class to auto-wrap, from config.json's architectures."""
-    config = Path(model_dir) / "config.json"
-    if not config.is_file():
-        return None
+    """The decoder-layer class to auto-wrap: transformers' own, as the model_shape oracle answered it for the
+    model's config.json (its cached answer: never a child process here; `workbench run` asks it first, see
+    backend/runs/start.py), else the table above from config.json's architectures."""
+    from backend.estimate.exact import cached_shape
+    from backend.estimate.formula import ConfigError
+    from backend.estimate.from_profile import config_dir_for
+
     try:
-        architectures = json.loads(config.read_text()).get("architectures") or []
-    except (OSError, json.JSONDecodeError):
+        folder = config_dir_for(model_dir)
+    except ConfigError:
+        return None  # no config.json to read: nothing to detect
+    try:
+        shape = cached_shape(folder)
+        if shape.exact and shape.decoder_layer_class:
+            return shape.decoder_layer_class
+    except (ConfigError, OSError):  # a config the planner cannot size may still name its architecture
+        pass
+    try:
+        architectures = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except (OSError, json.JSONDecodeError, AttributeError):
         return None
     return next((DECODER_LAYER_CLASSES[a] for a in architectures if a in DECODER_LAYER_CLASSES), None)
 
 
-def fsdp_block(profile: LaunchProfile, model_dir: str | None = None) -> dict[str, Any]:
+def fsdp_settings(profile: LaunchProfile, model_dir: str | None = None) -> dict[str, Any]:
+    """The profile's [distribution.fsdp] as FSDP settings, named as accelerate's config file names them without
+    its `fsdp_` prefix: the one mapping of the profile's FSDP keys, written for accelerate (`fsdp_block`) and
+    for swift's `--fsdp FILE` (backend/export/torchrun.py `swift_fsdp_config`)."""
     f = profile.distribution.fsdp
-    block: dict[str, Any] = {
-        "fsdp_version": f.version,
-        "fsdp_auto_wrap_policy": f.auto_wrap_policy,
-        "fsdp_cpu_ram_efficient_loading": f.cpu_ram_efficient_loading,
-        "fsdp_offload_params": f.cpu_offload,
-        "fsdp_state_dict_type": f.state_dict_type,
-        "fsdp_activation_checkpointing": f.activation_checkpointing,
+    settings: dict[str, Any] = {
+        "version": f.version,
+        "auto_wrap_policy": f.auto_wrap_policy,
+        "cpu_ram_efficient_loading": f.cpu_ram_efficient_loading,
+        "offload_params": f.cpu_offload,
+        "state_dict_type": f.state_dict_type,
+        "activation_checkpointing": f.activation_checkpointing,
     }
     if f.version == 1:
-        block |= {
-            "fsdp_sharding_strategy": f.sharding_strategy,
-            "fsdp_backward_prefetch": f.backward_prefetch,
-            "fsdp_forward_prefetch": f.forward_prefetch,
-            "fsdp_sync_module_states": f.sync_module_states,
-            "fsdp_use_orig_params": f.use_orig_params,
+        settings |= {
+            "sharding_strategy": f.sharding_strategy,
+            "backward_prefetch": f.backward_prefetch,
+            "forward_prefetch": f.forward_prefetch,
+            "sync_module_states": f.sync_module_states,
+            "use_orig_params": f.use_orig_params,
         }
     else:
         # FSDP2 expresses the strategy as whether parameters are resharded after forward
-        block["fsdp_reshard_after_forward"] = f.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
+        settings["reshard_after_forward"] = f.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
     if f.auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
         # without a class, accelerate wraps the model's own `_no_split_modules`
         layer = f.transformer_layer_cls_to_wrap or (detect_decoder_layer(model_dir) if model_dir else None)
         if layer:
-            block["fsdp_transformer_layer_cls_to_wrap"] = layer
+            settings["transformer_layer_cls_to_wrap"] = layer
     elif f.auto_wrap_policy == "SIZE_BASED_WRAP":
-        block["fsdp_min_num_params"] = f.min_num_params
-    return block
+        settings["min_num_params"] = f.min_num_params
+    return settings
+
+
+def fsdp_block(profile: LaunchProfile, model_dir: str | None = None) -> dict[str, Any]:
+    """accelerate's `fsdp_config` block: the settings with accelerate's `fsdp_` prefix."""
+    return {f"fsdp_{key}": value for key, value in fsdp_settings(profile, model_dir).items()}
 
 
 def deepspeed_config(profile: LaunchProfile) -> dict[str, Any]:

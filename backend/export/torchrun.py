@@ -20,7 +20,7 @@ from typing import Any
 from backend.command import build_launch
 from backend.export.shell import ShellVar, Token, export_lines, render_command
 from backend.hardware import HardwareInfo
-from backend.launcher_config import detect_decoder_layer
+from backend.launcher_config import fsdp_settings
 from backend.profile import LaunchProfile
 
 FSDP_CONFIG_NAME = "fsdp_config.json"
@@ -35,35 +35,21 @@ class TorchrunExport:
 
 
 def swift_fsdp_config(profile: LaunchProfile, model_dir: str | None) -> dict[str, Any]:
-    """FSDP settings for swift's `--fsdp FILE` (read by swift, then by the HF Trainer)."""
+    """FSDP settings for swift's `--fsdp FILE` (read by swift, then by the HF Trainer): launcher_config's
+    `fsdp_settings` in the Trainer's names and forms."""
     f = profile.distribution.fsdp
     if f.version == 2 and f.sharding_strategy not in ("FULL_SHARD", "SHARD_GRAD_OP"):
         raise ValueError(f"distribution.fsdp: FSDP2 has no {f.sharding_strategy}; the Trainer accepts FULL_SHARD or "
                          "SHARD_GRAD_OP with version 2 (set version = 1 for the other strategies)")
-    config: dict[str, Any] = {
-        "fsdp_version": f.version,  # swift reads this key before the Trainer strips the `fsdp_` prefix
-        "auto_wrap_policy": f.auto_wrap_policy,
-        "cpu_offload": f.cpu_offload,
-        "cpu_ram_efficient_loading": f.cpu_ram_efficient_loading,
-        "state_dict_type": f.state_dict_type,
-        "activation_checkpointing": f.activation_checkpointing,
-    }
-    if f.version == 1:
-        config |= {
-            "reshard_after_forward": f.sharding_strategy.lower(),
-            "backward_prefetch": f.backward_prefetch,
-            "forward_prefetch": f.forward_prefetch,
-            "use_orig_params": f.use_orig_params,
-            "sync_module_states": f.sync_module_states,
-        }
-    else:
-        config["reshard_after_forward"] = f.sharding_strategy == "FULL_SHARD"
-    if f.auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
-        layer = f.transformer_layer_cls_to_wrap or (detect_decoder_layer(model_dir) if model_dir else None)
-        if layer:
-            config["transformer_layer_cls_to_wrap"] = [layer]
-    elif f.auto_wrap_policy == "SIZE_BASED_WRAP":
-        config["min_num_params"] = f.min_num_params
+    settings = fsdp_settings(profile, model_dir)
+    # swift reads `fsdp_version` before the Trainer strips the `fsdp_` prefix; the Trainer calls offloading
+    # cpu_offload, takes FSDP1's strategy lower-cased as reshard_after_forward and a list of classes to wrap
+    renames = {"version": "fsdp_version", "offload_params": "cpu_offload", "sharding_strategy": "reshard_after_forward"}
+    config = {renames.get(key, key): value for key, value in settings.items()}
+    if "sharding_strategy" in settings:
+        config["reshard_after_forward"] = settings["sharding_strategy"].lower()
+    if "transformer_layer_cls_to_wrap" in settings:
+        config["transformer_layer_cls_to_wrap"] = [settings["transformer_layer_cls_to_wrap"]]
     options = [f.sharding_strategy.lower(), "auto_wrap"] + (["offload"] if f.cpu_offload else [])
     return {"fsdp": " ".join(options), "fsdp_config": config}
 

@@ -17,6 +17,7 @@ from backend.command import LaunchPlan, build_launch
 from backend.data_files import hostile_dataset
 from backend.fs import write_text_atomic
 from backend.hardware import HardwareInfo, detect_hardware
+from backend.launcher_config import uses_cpu
 from backend.paths import is_builtin
 from backend.profile import LaunchProfile, save_profile
 from backend.refs import local_path, resolve_model
@@ -58,6 +59,7 @@ def start_run(
         raise LaunchRefused(blocking)
     if is_builtin(profile.model.source):
         resolve_model(profile.model.source, base_dir, build=True)
+    _ask_wrap_class(profile, hardware, base_dir)
     try:
         run = RunFolder.create(workspace or workspace_dir(), new_run_id(profile.name))
     except FolderNotWritable as err:
@@ -88,6 +90,23 @@ def start_run(
                                  ]) from None
         raise
     return run
+
+
+def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> None:
+    """An FSDP run that wraps transformer blocks without naming their class asks transformers about its model
+    first (the model_shape oracle: one child process the first time, cached), so the launch built next wraps
+    transformers' own decoder-layer class (launcher_config.detect_decoder_layer reads only the cache)."""
+    fsdp = profile.distribution.fsdp
+    if profile.distribution.strategy != "fsdp" or fsdp.auto_wrap_policy != "TRANSFORMER_BASED_WRAP" \
+            or fsdp.transformer_layer_cls_to_wrap or uses_cpu(profile, hardware):  # FSDP runs on GPUs only
+        return
+    from backend.estimate.exact import exact_shape
+    from backend.estimate.from_profile import config_dir_for
+
+    try:
+        exact_shape(config_dir_for(resolve_model(profile.model.source, base_dir), base_dir))
+    except Exception:  # never stops a launch: the wrap class then comes from launcher_config's table
+        pass
 
 
 def _release(run: RunFolder, claimed: Path | None) -> None:
