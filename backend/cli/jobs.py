@@ -12,16 +12,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit
-from backend.jobs.chat import (
-    ChatClient,
-    ChatWorkerError,
-    Chunk,
-    Done,
-    Failed,
-    GenerationSettings,
-    WorkerDied,
-    printable,
-)
+from backend.jobs.chat import ChatClient
+from backend.jobs.chat_protocol import ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable
 from backend.jobs.job import JobFolder, list_jobs, refresh_job
 from backend.jobs.targets import TargetError, resolve_target
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from backend.jobs.chat import ChatClient, WorkerDied
+from backend.jobs.chat import ChatClient
+from backend.jobs.chat_protocol import WorkerDied
 from backend.jobs.targets import ModelTarget
 from tests.jobs.jobs_helpers import wait_gone
 

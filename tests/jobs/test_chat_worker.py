@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.chat import ChatClient, ChatWorkerError, Chunk, Done, GenerationSettings, WorkerDied
+from backend.jobs.chat import ChatClient
+from backend.jobs.chat_protocol import ChatWorkerError, Chunk, Done, GenerationSettings, WorkerDied
 from backend.jobs.chat_worker import RequestError, check_generate
 from backend.jobs.targets import ModelTarget, target_of_run
 from backend.runs.layout import RunFolder

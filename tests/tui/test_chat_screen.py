@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input, LoadingIndicator, Static
 
-from backend.jobs.chat import Chunk, Done, printable
+from backend.jobs.chat_protocol import Chunk, Done, printable
 from backend.runs.layout import RunFolder
 from tests.jobs.jobs_helpers import wait_gone
 from tui.app import WorkbenchApp

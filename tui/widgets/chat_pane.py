@@ -25,8 +25,8 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Label, LoadingIndicator, Static
 
-from backend.jobs.chat import (
-    ChatClient,
+from backend.jobs.chat import ChatClient
+from backend.jobs.chat_protocol import (
     ChatEvent,
     ChatWorkerError,
     Chunk,
