@@ -83,3 +83,29 @@ def _acquire(handle: IO[bytes], path: Path, wait: float | None, cancelled: Calla
             if deadline is not None and time.monotonic() > deadline:
                 raise LockTimeout(f"{path} is held by another process") from None
             time.sleep(LOCK_POLL_S)
+
+
+def tree_size(folder: Path) -> int:
+    """Bytes of every file under `folder` (links not followed); FileNotFoundError when the folder itself is
+    gone, while a file or subfolder deleted during the walk is simply not counted."""
+    total = 0
+    stack = [folder]
+    first = True
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except FileNotFoundError:
+            if first:
+                raise
+            continue
+        first = False
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return total

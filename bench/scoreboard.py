@@ -29,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import backend.runs.scoreboard as scoreboard_module  # noqa: E402
 from backend.events import EventWriter  # noqa: E402
+from backend.runs import checkpoint_stats, scoreboard_events  # noqa: E402
 from backend.runs.layout import RunFolder  # noqa: E402
-from backend.runs.scoreboard import scoreboard, text_lines  # noqa: E402
+from backend.runs.scoreboard import scoreboard  # noqa: E402
+from backend.runs.scoreboard_text import text_lines  # noqa: E402
 
 TARGET_SECONDS = 0.100
 FILES = {"adapter_model.safetensors": 4096, "adapter_config.json": 600, "args.json": 9000, "optimizer.pt": 8192,
@@ -66,8 +67,8 @@ def best_of(repeat: int, work) -> tuple[float, object]:  # type: ignore[no-untyp
 
 
 def cold_read(run: RunFolder):  # type: ignore[no-untyped-def]
-    scoreboard_module._EVENTS_CACHE.clear()
-    scoreboard_module._COMPLETE_CACHE.clear()
+    scoreboard_events.clear_cache()
+    checkpoint_stats.clear_cache()
     return scoreboard(run)
 
 

@@ -27,7 +27,8 @@ def checkpoints(
     """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
     pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
     from backend.runs.pins import PinRefused, pin, unpin
-    from backend.runs.scoreboard import scoreboard, text_lines
+    from backend.runs.scoreboard import scoreboard
+    from backend.runs.scoreboard_text import text_lines
 
     run = find_run_or_exit(run_ref)
     for step, act in ((pin_step, pin), (unpin_step, unpin)):

@@ -22,6 +22,7 @@ Stdlib only: the supervisor and the layout import this.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,51 +57,69 @@ class CheckpointVerdict:
         return f"{self.path.name} lacks {', '.join(self.missing)}"
 
 
-def _non_empty(path: Path) -> bool:
-    try:
-        return path.is_file() and path.stat().st_size > 0
-    except OSError:
-        return False
+@dataclass(frozen=True)
+class FolderListing:
+    """One look at a checkpoint folder: its files with their sizes (links followed) and its subfolders."""
+
+    files: dict[str, int]
+    folders: tuple[str, ...]
+
+    def non_empty(self, name: str) -> bool:
+        return self.files.get(name, 0) > 0
 
 
-def _entries(folder: Path) -> list[Path]:
-    try:
-        return list(folder.iterdir())
-    except OSError:
-        return []
+def list_folder(folder: Path) -> FolderListing:
+    """The folder's entries, one stat each; FileNotFoundError or NotADirectoryError when it is not a folder
+    (an entry deleted meanwhile is left out)."""
+    files: dict[str, int] = {}
+    folders: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    folders.append(entry.name)
+                elif entry.is_file():
+                    files[entry.name] = entry.stat().st_size
+            except OSError:
+                continue
+    return FolderListing(files, tuple(folders))
 
 
-def judge_checkpoint(folder: Path, world_size: int | None = None) -> CheckpointVerdict:
+def judge_checkpoint(folder: Path, world_size: int | None = None,
+                     listing: FolderListing | None = None) -> CheckpointVerdict:
     """The verdict on one checkpoint folder. `world_size`: the run's number of processes when known
-    (its world record); unknown, the rng_state_<rank>.pth files found must run from rank 0 unbroken."""
+    (its world record); unknown, the rng_state_<rank>.pth files found must run from rank 0 unbroken.
+    `listing`: the folder as already listed (the scoreboard lists it once for the verdict and the size)."""
     match = CHECKPOINT_NAME.fullmatch(folder.name)
     step = int(match.group(1)) if match else None
-    if not folder.is_dir():
-        return CheckpointVerdict(folder, step, ("the folder itself (it is not a folder)",))
-    entries = _entries(folder)
-    names = {p.name for p in entries}
-    deepspeed = any(p.is_dir() and p.name.startswith("global_step") for p in entries)
-    fsdp_weights = any(p.name.startswith("pytorch_model_fsdp") for p in entries)
+    if listing is None:
+        try:
+            listing = list_folder(folder)
+        except OSError:
+            return CheckpointVerdict(folder, step, ("the folder itself (it is not a folder)",))
+    deepspeed = any(name.startswith("global_step") for name in listing.folders)
+    fsdp_weights = any(name.startswith("pytorch_model_fsdp") for name in (*listing.files, *listing.folders))
     missing: list[str] = []
-    has_weights = deepspeed or fsdp_weights or any(_non_empty(folder / name) for name in WEIGHT_FILES) or any(
-        _non_empty(p) for p in entries if re.fullmatch(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)", p.name))
+    has_weights = deepspeed or fsdp_weights or any(listing.non_empty(name) for name in WEIGHT_FILES) or any(
+        listing.non_empty(name) for name in listing.files
+        if re.fullmatch(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)", name))
     if not has_weights:
         missing.append("weights (no adapter_model.safetensors or model file)")
-    has_optimizer = deepspeed or any(_non_empty(folder / name) for name in OPTIMIZER_FILES) or any(
-        p.name.startswith("optimizer_") for p in entries)
+    has_optimizer = deepspeed or any(listing.non_empty(name) for name in OPTIMIZER_FILES) or any(
+        name.startswith("optimizer_") for name in (*listing.files, *listing.folders))
     if not has_optimizer:
         missing.append("optimizer.pt (optimizer state)")
-    if not deepspeed and not _non_empty(folder / SCHEDULER_FILE):
+    if not deepspeed and not listing.non_empty(SCHEDULER_FILE):
         missing.append("scheduler.pt (learning-rate schedule)")
-    missing.extend(_rng_missing(folder, names, world_size))
-    if not _non_empty(folder / TRAINER_STATE):
+    missing.extend(_rng_missing(listing, world_size))
+    if not listing.non_empty(TRAINER_STATE):
         missing.append("trainer_state.json (written last: cut off while being saved)")
     return CheckpointVerdict(folder, step, tuple(missing))
 
 
-def _rng_missing(folder: Path, names: set[str], world_size: int | None) -> list[str]:
-    ranks = {int(m.group(1)) for name in names if (m := RNG_RANK.fullmatch(name)) and _non_empty(folder / name)}
-    single = _non_empty(folder / RNG_SINGLE)
+def _rng_missing(listing: FolderListing, world_size: int | None) -> list[str]:
+    ranks = {int(m.group(1)) for name in listing.files if (m := RNG_RANK.fullmatch(name)) and listing.non_empty(name)}
+    single = listing.non_empty(RNG_SINGLE)
     if world_size is not None and world_size > 1:
         lacking = [r for r in range(world_size) if r not in ranks]
         if lacking:
@@ -130,7 +149,10 @@ def checkpoint_folders(output_dir: Path) -> list[Path]:
     """checkpoint-N folders in swift's output folder, by step."""
     if not output_dir.is_dir():
         return []
-    found = [p for p in _entries(output_dir) if p.is_dir() and CHECKPOINT_NAME.fullmatch(p.name)]
+    try:
+        found = [p for p in output_dir.iterdir() if p.is_dir() and CHECKPOINT_NAME.fullmatch(p.name)]
+    except OSError:
+        return []
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 

@@ -19,38 +19,25 @@ filesystems) into `<run>/pinned/checkpoint-N`, outside swift's output folder, wh
 
 from __future__ import annotations
 
-import os
-import re
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from backend.events import (
-    SCHEMA_VERSION,
-    Checkpoint,
-    Eval,
-    Log,
-    damaged_text,
-    decode_line,
-    decode_lines,
-    line_version,
-    newer_format_text,
-)
+from backend.events import damaged_text, newer_format_text
 from backend.profile import ProfileError
 from backend.queue.links import attempt_text
-from backend.runs.layout import RunFolder, checkpoint_problem
+from backend.runs.checkpoint_stats import judged, step_of
+from backend.runs.layout import RunFolder
 from backend.runs.pins import pinned_dir, pins_problem, read_pins
+from backend.runs.scoreboard_events import SavedEvents, read_saved_events
 from backend.series import SMOOTHING, ema
-from backend.tail import Tail
 from backend.units import size
 
-CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
-_STEP = re.compile(rb'"step"\s*:\s*(\d+)')
-_TYPE = re.compile(rb'"type"\s*:\s*"(\w+)"')
+_LOCK = threading.Lock()  # the read caches, and a scoreboard being built from them
 
 
 # ---------------------------------------------------------------- the metric
@@ -197,153 +184,6 @@ class Scoreboard:
                 "rows": [row.to_dict() for row in self.rows]}
 
 
-# ---------------------------------------------------------------- reading the events
-
-
-@dataclass
-class _Events:
-    logs: dict[int, float | None] = field(default_factory=dict)  # step -> rank-0 loss (the last written)
-    evals: dict[int, float | None] = field(default_factory=dict)  # step -> the metric
-    saved: set[int] = field(default_factory=set)  # steps of Checkpoint events
-    damaged: dict[str, set[int]] = field(default_factory=lambda: {"log": set(), "eval": set()})
-    bad_lines: int = 0
-    long_lines: int = 0  # lines over the tail's bound (damaged too)
-    newer_version: int | None = None
-
-
-_LOCK = threading.Lock()  # the caches below, and a scoreboard being built from them
-_EVENTS_CACHE: dict[tuple[str, str], tuple[tuple[int, int], Tail, _Events]] = {}
-_COMPLETE_CACHE: dict[str, tuple[tuple[int, ...], int]] = {}
-_MAX_CACHED = 4096
-
-
-def _read_events(path: Path, metric: Metric) -> _Events:
-    """The run's events as far as they are written; what was read before (the same file, not shorter) is
-    kept and only the lines appended since are read (the monitor redraws the scoreboard as a run goes on)."""
-    key = (str(path), metric.key)
-    try:
-        stat = path.stat()
-        identity = (stat.st_dev, stat.st_ino)
-    except OSError:
-        return _Events()
-    cached = _EVENTS_CACHE.get(key)
-    if cached is not None and cached[0] == identity and stat.st_size >= cached[1].offset:
-        tail, found = cached[1], cached[2]
-    else:
-        tail, found = Tail(path), _Events()
-        if len(_EVENTS_CACHE) >= 64:
-            _EVENTS_CACHE.clear()
-        _EVENTS_CACHE[key] = (identity, tail, found)
-    while True:
-        before = tail.offset
-        block = tail.read_block()
-        if tail.offset == before:
-            break
-        decoded = decode_lines(block)
-        if decoded.bad_lines or decoded.newer_version is not None:
-            for raw in block.split(b"\n"):
-                if raw.strip():
-                    _note(found, raw, metric)
-        else:
-            for event in decoded.events:
-                _take(found, event, metric)
-    found.long_lines = tail.long_lines
-    return found
-
-
-def _take(found: _Events, event: Any, metric: Metric) -> None:
-    if isinstance(event, Log) and event.rank == 0 and event.step is not None:
-        found.logs[event.step] = event.loss
-    elif isinstance(event, Eval) and event.rank == 0 and event.step is not None and metric.key in event.metrics:
-        found.evals[event.step] = event.metrics[metric.key]
-    elif isinstance(event, Checkpoint) and event.step is not None:
-        found.saved.add(event.step)
-
-
-def _note(found: _Events, raw: bytes, metric: Metric) -> None:
-    event = decode_line(raw)
-    if event is not None:
-        _take(found, event, metric)
-        return
-    version = line_version(raw)
-    if version is not None and version > SCHEMA_VERSION:
-        found.newer_version = max(version, found.newer_version or 0)
-        return
-    found.bad_lines += 1
-    kind, step = _TYPE.search(raw), _STEP.search(raw)
-    if kind and step and kind.group(1).decode() in found.damaged:
-        found.damaged[kind.group(1).decode()].add(int(step.group(1)))
-
-
-# ---------------------------------------------------------------- the folders
-
-
-def _folder_size(folder: Path) -> int:
-    """Bytes of every file under `folder`; FileNotFoundError when the folder itself is gone."""
-    total = 0
-    stack = [folder]
-    first = True
-    while stack:
-        current = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except FileNotFoundError:
-            if first:
-                raise
-            continue
-        first = False
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                else:
-                    total += entry.stat(follow_symlinks=False).st_size
-            except FileNotFoundError:
-                continue
-    return total
-
-
-def _problem(folder: Path) -> str | None:
-    """checkpoint_problem, or FileNotFoundError when the folder vanished while it was read."""
-    try:
-        problem = checkpoint_problem(folder)
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        return f"{folder.name} cannot be read ({err.strerror or err})"
-    if not folder.is_dir():
-        raise FileNotFoundError(folder)
-    return problem
-
-
-def _judged(folder: Path) -> tuple[str | None, int]:
-    """(checkpoint_problem, size on disk) of a checkpoint folder. A complete one is remembered by its
-    folder's and its trainer_state.json's stat (the trainer writes that file last and never touches a
-    saved checkpoint again), so a redraw does not judge it again."""
-    folder_stat = folder.stat()
-    try:
-        state = (folder / "trainer_state.json").stat()
-        stamp: tuple[int, ...] = (folder_stat.st_ino, folder_stat.st_mtime_ns, state.st_ino, state.st_mtime_ns,
-                                  state.st_size)
-    except OSError:
-        stamp = ()
-    cached = _COMPLETE_CACHE.get(str(folder))
-    if stamp and cached is not None and cached[0] == stamp:
-        return None, cached[1]
-    problem = _problem(folder)
-    used = _folder_size(folder)
-    if problem is None and stamp:
-        if len(_COMPLETE_CACHE) >= _MAX_CACHED:
-            _COMPLETE_CACHE.clear()
-        _COMPLETE_CACHE[str(folder)] = (stamp, used)
-    return problem, used
-
-
-def _step_of(folder: Path) -> int | None:
-    match = CHECKPOINT_NAME.fullmatch(folder.name)
-    return int(match.group(1)) if match else None
-
-
 # ---------------------------------------------------------------- the scoreboard
 
 
@@ -356,7 +196,7 @@ def scoreboard(run: RunFolder, metric: Metric | None = None) -> Scoreboard:
 
 def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     board = Scoreboard(run.run_id, metric, attempt=attempt_text(run.path))
-    events = _read_events(run.events_path, metric)
+    events = read_saved_events(run.events_path, metric.key)
     if events.bad_lines + events.long_lines:
         board.problems.append(f"events.jsonl: {damaged_text(events.bad_lines + events.long_lines)}")
     if events.newer_version:
@@ -367,7 +207,7 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     pins = set(read_pins(run))
     folders: dict[int, Path] = {}
     for folder in run.checkpoints():
-        step = _step_of(folder)
+        step = step_of(folder)
         if step is not None:
             folders[step] = folder
     # pinned: in pins.json AND its copy is there (a copy deleted by hand protects nothing: not said pinned)
@@ -415,7 +255,7 @@ def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row
     candidates = [p for p in (folder, copy) if p is not None]
     for path in candidates:
         try:
-            problem, used = _judged(path)
+            problem, used = judged(path)
         except FileNotFoundError:
             continue
         return Row(step, name, path, "complete" if problem is None else "incomplete", problem, used,
@@ -424,7 +264,7 @@ def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row
                "save_total_limit)", pinned=pinned)
 
 
-def _align(rows: list[Row], events: _Events) -> None:
+def _align(rows: list[Row], events: SavedEvents) -> None:
     log_steps = sorted(s for s, loss in events.logs.items())
     losses = np.array([np.nan if events.logs[s] is None else events.logs[s] for s in log_steps], dtype=float)
     smooth = _debiased_ema(losses)
@@ -470,58 +310,3 @@ def _choose_best(board: Scoreboard) -> None:
             return
         pick = min(trained, key=lambda r: (r.train_loss, -r.step))
     pick.best = True
-
-
-# ---------------------------------------------------------------- as text
-
-
-HEADERS = ("", "checkpoint", "train loss", "loss EMA", "{metric}", "size", "pinned", "state")
-
-
-def cells(board: Scoreboard, row: Row) -> tuple[str, ...]:
-    """The texts of one row, in HEADERS' order (the CLI table and the monitor's panel both draw these)."""
-    golden = (row.golden or "-",) if board.golden_prompts is not None else ()  # after the metric, when answered
-    evaluated = (row.swift_eval or "-",) if board.swift_eval_shown else ()
-    return ("*" if row.best else "", row.name, row.train_text(), row.ema_text(), row.eval_text(), *golden, *evaluated,
-            row.size_text(), ("pinned (only copy)" if row.pinned_only else "pinned") if row.pinned else "",
-            row.state_text())
-
-
-def headers(board: Scoreboard) -> tuple[str, ...]:
-    named = [h.format(metric=board.metric.label) for h in HEADERS]
-    if board.golden_prompts is not None:  # only for a run with golden answers
-        named.insert(5, "golden")
-    if board.swift_eval_shown:  # only for a run with `workbench eval` results
-        named.insert(6 if board.golden_prompts is not None else 5, "swift eval")
-    return tuple(named)
-
-
-def summary(board: Scoreboard) -> str:
-    """One line: which checkpoint is best and why, or why none is (after the run's OOM retry link, if any)."""
-    if board.attempt:
-        return f"{board.attempt} · {summary(replace(board, attempt=''))}"
-    if board.swift_eval_base:
-        return f"{summary(replace(board, swift_eval_base=None))} · swift eval: {board.swift_eval_base}"
-    best = board.best
-    if best is not None:
-        return f"best: {board.reason(best)}"
-    if not board.rows:
-        return "no checkpoint yet (checkpoints appear every training.save_steps steps and at the end)"
-    return "no best checkpoint: no complete checkpoint has a train or eval loss recorded"
-
-
-def table_lines(board: Scoreboard) -> list[str]:
-    """The table alone: the header line, then one line per row (columns padded to their widest cell)."""
-    table = [headers(board), *(cells(board, row) for row in board.rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
-
-
-def text_lines(board: Scoreboard) -> list[str]:
-    """The scoreboard as plain text lines: the summary, the table, what else is worth knowing."""
-    lines = [summary(board), "", *table_lines(board)]
-    if board.gone_steps:
-        steps = ", ".join(str(s) for s in board.gone_steps)
-        lines.append(f"saved earlier, deleted since (save_total_limit's rotation, or by hand): step {steps}")
-    lines += board.problems
-    return lines

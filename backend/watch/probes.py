@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from backend.events import RunBegin
+from backend.fs import tree_size
 from backend.hardware import NvidiaGpus
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
@@ -31,14 +32,11 @@ def disk_free(folder: Path) -> int:
 
 
 def folder_size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
+    """Bytes under `path`; 0 for a folder that is not there (rotated away meanwhile)."""
+    try:
+        return tree_size(path)
+    except FileNotFoundError:
+        return 0
 
 
 def checkpoint_forecast(checkpoints: list[Path], run_begin: RunBegin | None) -> tuple[int | None, str]:

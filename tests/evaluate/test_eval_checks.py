@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from backend.cli.app import full_app
 from backend.jobs.evaluate import EvalRefused, lay_out, read_rows
-from backend.runs.scoreboard import scoreboard, text_lines
+from backend.runs.scoreboard import scoreboard
+from backend.runs.scoreboard_text import text_lines
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 from tests.scoreboard.test_scoreboard_panel import drawn_lines
 from tests.tui.run_fixtures import open_monitor, wait_for

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from backend.cli.app import full_app
 from backend.jobs.job import list_jobs
 from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard, text_lines
+from backend.runs.scoreboard import scoreboard
+from backend.runs.scoreboard_text import text_lines
 
 QA = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "quill_qa.jsonl"
 

@@ -18,7 +18,8 @@ from backend.queue.keeper import keeper_marker, keeper_pid
 from backend.queue.links import attempt_text
 from backend.queue.store import QueueFile, read_queue
 from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard, summary
+from backend.runs.scoreboard import scoreboard
+from backend.runs.scoreboard_text import summary
 from tests.runs.helpers import quick_profile, wait_for, workbench
 
 FAST = {"max_steps": 1, "save_steps": 1, "logging_steps": 1}  # ends before the OOM hook's step 2

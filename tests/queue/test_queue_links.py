@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from backend.cli.app import full_app
 from backend.queue.links import LINK_FILE, attempt_text, record_retry
 from backend.runs.layout import RunFolder, RunState
-from backend.runs.scoreboard import scoreboard, summary
+from backend.runs.scoreboard import scoreboard
+from backend.runs.scoreboard_text import summary
 from backend.runs.summaries import SummaryCache
 from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import backend.runs.scoreboard as scoreboard_module
-from backend.runs.scoreboard import scoreboard, text_lines
+import backend.runs.checkpoint_stats as checkpoint_stats
+from backend.runs.checkpoints import FolderListing
+from backend.runs.scoreboard import scoreboard
+from backend.runs.scoreboard_text import text_lines
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 
 
@@ -82,15 +84,15 @@ def test_damaged_eval_line_marks_its_row_and_the_others_still_show(tmp_path: Pat
 def test_folder_that_vanishes_while_read_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events = [log(2, 3.0), evaluation(2, eval_loss=2.0), saved(2), log(4, 1.0), evaluation(4, eval_loss=1.0), saved(4)]
     run = fake_run(tmp_path, events, {2: True, 4: True})
-    real = scoreboard_module.checkpoint_problem
+    real = checkpoint_stats.list_folder
 
-    def rotated_meanwhile(folder: Path) -> str | None:  # swift's rotation deletes it between listing and reading
+    def rotated_meanwhile(folder: Path) -> FolderListing:  # swift's rotation deletes it between listing and reading
         if folder.name == "checkpoint-4":
             import shutil
             shutil.rmtree(folder)
         return real(folder)
 
-    monkeypatch.setattr(scoreboard_module, "checkpoint_problem", rotated_meanwhile)
+    monkeypatch.setattr(checkpoint_stats, "list_folder", rotated_meanwhile)
     board = scoreboard(run)
     assert [(r.name, r.status) for r in board.rows] == [("checkpoint-2", "complete"), ("checkpoint-4", "gone")]
     assert board.rows[1].state_text() == "gone"

@@ -29,7 +29,8 @@ from textual.widgets import Static
 
 from backend.runs.layout import RunFolder
 from backend.runs.pins import PinRefused, pin, unpin
-from backend.runs.scoreboard import Scoreboard, scoreboard, summary, table_lines
+from backend.runs.scoreboard import Scoreboard, scoreboard
+from backend.runs.scoreboard_text import summary, table_lines
 from backend.safe_text import visible, visible_lines
 from tui.worker_failures import WorkerFailures, failure_text
 
