@@ -81,26 +81,26 @@ def test_swift_registries() -> None:
 
 
 def test_accelerate_optimizers_and_mixed_precision() -> None:
-    """backend/plugin/workbench_callback.py (_install_cpu_scaler) wires a GradScaler into accelerate by hand."""
+    """backend/plugin/loss_scale.py (LossScale.install_cpu_scaler) wires a GradScaler into accelerate by hand."""
     assert "self._optimizers = []" in inspect.getsource(Accelerator.__init__), (
-        "accelerate no longer keeps Accelerator._optimizers: update _install_cpu_scaler (CPU fp16 would train "
+        "accelerate no longer keeps Accelerator._optimizers: update LossScale.install_cpu_scaler (CPU fp16 would train "
         "without its loss scaler)")
     assert "_mixed_precision" in inspect.getsource(accelerate.state), (
-        "accelerate renamed AcceleratorState._mixed_precision, which _install_cpu_scaler sets to fp16")
+        "accelerate renamed AcceleratorState._mixed_precision, which LossScale.install_cpu_scaler sets to fp16")
     source = inspect.getsource(AcceleratedOptimizer)
     missing = [name for name in ("_accelerate_step_called", "_optimizer_original_step_method",
                                  "_optimizer_patched_step_method") if name not in source]
-    assert not missing, f"accelerate's AcceleratedOptimizer no longer has {missing}, which _install_cpu_scaler sets"
+    assert not missing, f"accelerate's AcceleratedOptimizer no longer has {missing}, which LossScale.install_cpu_scaler sets"
     assert _keywords(patch_optimizer_step) == {"accelerated_optimizer", "method"}, (
         "accelerate changed accelerate.optimizer.patch_optimizer_step(accelerated_optimizer, method)")
 
 
 def test_torch_grad_scaler_scale_and_init_scale() -> None:
-    """The callback reads GradScaler._scale and _init_scale to count loss-scale drops."""
+    """backend/plugin/loss_scale.py reads GradScaler._scale and _init_scale to count loss-scale drops."""
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     scaler.scale(torch.ones(()))
     assert float(scaler._scale) == 1024.0 and float(scaler._init_scale) == 1024.0, (
-        "torch changed GradScaler._scale / _init_scale, which on_step_end in backend/plugin/workbench_callback.py reads")
+        "torch changed GradScaler._scale / _init_scale, which LossScale.count_overflow in backend/plugin/loss_scale.py reads")
 
 
 def test_plotext_set_size_and_the_theme_name() -> None:

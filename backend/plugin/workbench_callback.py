@@ -9,13 +9,11 @@ workbench sets: WORKBENCH_RUN_DIR, and for fp16 WORKBENCH_LOSS_SCALE_INIT /
 WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL / WORKBENCH_INJECT_OVERFLOW_STEPS; a test hook raises CUDA
 out-of-memory at step N when WORKBENCH_INJECT_OOM_STEP=N (the queue's OOM retry, #25).
 
-Save on demand and on signal (#27, backend/runs/save.py): at the end of every step the callback looks
-for `<run>/save.request` (one stat) and for a signal caught since the last step: SIGUSR1 always,
-SIGTERM when the profile says `[run] save_on_term = true`. A request sets `control.should_save` (the
-checkpoint is written at the end of this step, its event says `requested`); a signal or a "stop"
-request also sets `control.should_training_stop`, and the run ends with run_end status "stopped" and
-the reason ("saved and stopped on SIGUSR1"). With several ranks one all-reduce per step makes every
-rank save at the same step (a signal may reach one rank only).
+Save on demand and on signal (#27): save_asks.py; at a step's end a request sets `control.should_save` (the
+checkpoint's event says `requested`), a signal or a "stop" request also stops the run, whose run_end says
+"stopped" and why ("saved and stopped on SIGUSR1"). The fp16 loss scale: loss_scale.py. Debug and test
+hooks (overflow, NaN, OOM injection): fault_hooks.py. Those siblings are imported as `backend.plugin.*`
+(the supervisor starts the trainer with the repository importable, as it already is for backend.events).
 
 Cost per step: nothing is read from the GPU between logging steps (but that all-reduce with several ranks). The loss scale is
 compared with its previous value as device tensors (no synchronisation), which counts
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -38,27 +35,12 @@ from transformers import TrainerCallback
 
 from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
 from backend.hardware import NvidiaGpus, tree_rss_bytes
-from backend.runs.save import take_save_request
+from backend.plugin.fault_hooks import FaultHooks
+from backend.plugin.loss_scale import LossScale
+from backend.plugin.save_asks import SaveAsks, rank
 from backend.watch.stacks import heartbeat_path, register_stack_dump
 
-# the save asks as the ranks agree on them (the largest wins): a save, a stop asked through the request file,
-# SIGTERM (with [run] save_on_term) and SIGUSR1 caught by one rank
-SIGNAL_CODES = {"SIGTERM": 3, "SIGUSR1": 4}
-CODE_REASONS = {1: "save now", 2: "stop asked (save.request)", 3: "SIGTERM", 4: "SIGUSR1"}
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
-
-
-INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
-
-
-def _inject_oom_step() -> int | None:
-    """The step at which a test asks for a CUDA out-of-memory error (WORKBENCH_INJECT_OOM_STEP=N), or None."""
-    value = os.environ.get(INJECT_OOM_ENV, "")
-    return int(value) if value.isdigit() else None
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
 
 
 def _finite_or_none(value: Any) -> float | None:
@@ -80,17 +62,14 @@ class WorkbenchEventsCallback(TrainerCallback):
     def __init__(self, args: Any = None, trainer: Any = None):
         self.trainer = trainer
         run_dir = Path(os.environ.get("WORKBENCH_RUN_DIR", getattr(args, "output_dir", ".") or "."))
-        self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=_rank())
-        self.inject_steps = {int(s) for s in os.environ.get("WORKBENCH_INJECT_OVERFLOW_STEPS", "").split(",") if s}
+        self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=rank())
+        profile = _run_profile(run_dir)
         # the watchdog (#15): a stack dump on a real-time signal for hang alerts; NaN injection to try it
         self._stack_file = _register_stack_dump(run_dir)
-        self.nan_steps = _debug_nan_steps(run_dir)
-        self._nan_now = False
+        self.faults = FaultHooks(profile)
         self._heartbeat_path = heartbeat_path(run_dir)
         self._last_heartbeat = 0.0
-        self._inject_now = False
-        self._prev_scale: torch.Tensor | None = None
-        self._drops: torch.Tensor | None = None
+        self.loss_scale = LossScale(trainer)
         self._tokens = 0
         self._last_log = (time.monotonic(), 0, 0)  # time, step, tokens
         self._start = time.monotonic()
@@ -98,25 +77,20 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._phase: str | None = "load"  # the memory phase now running (#26): the planner's timeline
         self._cuda_peak: CudaMemory | None = None  # over the whole run (the allocator's peaks reset per phase)
         # NVML per GPU at each phase boundary: rank 0 only (one reading of every GPU), and never on CPU
-        self._gpus = NvidiaGpus() if _rank() == 0 and torch.cuda.is_available() else None
-        self._run_dir = run_dir
-        self._signalled: str | None = None  # the signal caught since the last step end ("SIGUSR1", "SIGTERM")
-        self._requested: str | None = None  # why the checkpoint now being saved was asked for
-        self._stop_reason: str | None = None
-        self._install_save_signals(_run_profile(run_dir))
+        self._gpus = NvidiaGpus() if rank() == 0 and torch.cuda.is_available() else None
+        self.save_asks = SaveAsks(run_dir, profile)
 
     # ------------------------------------------------------------ begin
 
     def on_train_begin(self, args, state, control, **kwargs):
         accelerator = self.trainer.accelerator
         if args.fp16 and accelerator.scaler is None and accelerator.device.type == "cpu":
-            self._install_cpu_scaler(accelerator)
+            self.loss_scale.install_cpu_scaler(accelerator)
         self._count_tokens()
-        self._hook_overflow_injection()
-        self._hook_nan_injection()
+        self.faults.install(self.trainer)
         model = self.trainer.model
         params = list(model.parameters())
-        scaler, reason = self._scaler_description()
+        scaler, reason = self.loss_scale.description()
         self._last_log = (time.monotonic(), state.global_step, 0)
         self.writer.write(
             "run_begin",
@@ -137,34 +111,6 @@ class WorkbenchEventsCallback(TrainerCallback):
         )
         self._end_phase(state, "first_step")
 
-    def _install_cpu_scaler(self, accelerator: Any) -> None:
-        """Give a CPU fp16 run a real torch GradScaler and fp16 autocast.
-
-        accelerate refuses to build a scaler on CPU and then silently trains in fp32; the
-        pieces it would have wired are wired here after `prepare()`: the scaler, native AMP,
-        each prepared optimizer's patched step, and the trainer's autocast context.
-        """
-        from accelerate.optimizer import patch_optimizer_step
-
-        scaler = torch.amp.GradScaler(
-            "cpu",
-            init_scale=float(os.environ.get("WORKBENCH_LOSS_SCALE_INIT", 65536.0)),
-            growth_interval=int(os.environ.get("WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL", 2000)),
-        )
-        accelerator.scaler = scaler
-        accelerator.native_amp = True
-        accelerator.state._mixed_precision = "fp16"
-        for optimizer in accelerator._optimizers:
-            optimizer.scaler = scaler
-            optimizer._accelerate_step_called = False
-            optimizer._optimizer_original_step_method = optimizer.optimizer.step
-            optimizer._optimizer_patched_step_method = patch_optimizer_step(optimizer, optimizer.optimizer.step)
-
-        def fp16_autocast(cache_enabled: bool | None = True):
-            return torch.autocast("cpu", dtype=torch.float16, cache_enabled=cache_enabled)
-
-        self.trainer.autocast_smart_context_manager = fp16_autocast
-
     def _count_tokens(self) -> None:
         """Count tokens per step from tensor shapes (metadata only, no device sync)."""
         original = self.trainer.training_step
@@ -177,99 +123,10 @@ class WorkbenchEventsCallback(TrainerCallback):
 
         self.trainer.training_step = counting_step
 
-    def _hook_overflow_injection(self) -> None:
-        """Debug option: turn one gradient to inf during backward at chosen optimizer steps,
-        before the scaler unscales, so the scaler sees a real overflow and skips the step."""
-        if not self.inject_steps:
-            return
-        trainable = next((p for p in self.trainer.model.parameters() if p.requires_grad), None)
-        if trainable is not None:
-            trainable.register_hook(lambda grad: grad * float("inf") if self._inject_now else grad)
-
-    def _hook_nan_injection(self) -> None:
-        """Debug option ([debug] inject_nan_steps): the loss of the chosen optimizer steps is
-        multiplied by NaN before backward, as a real NaN loss would be."""
-        if not self.nan_steps:
-            return
-        original = self.trainer.compute_loss
-
-        def nan_loss(model, inputs, *args, **kwargs):
-            result = original(model, inputs, *args, **kwargs)
-            if not self._nan_now:
-                return result
-            if isinstance(result, tuple):
-                return (result[0] * float("nan"), *result[1:])
-            return result * float("nan")
-
-        self.trainer.compute_loss = nan_loss
-
-    def _scaler_description(self) -> tuple[str | None, str]:
-        accelerator = self.trainer.accelerator
-        if self._deepspeed_optimizer() is not None and self.trainer.args.fp16:
-            return "DeepSpeedDynamicLossScaler", "DeepSpeed keeps its own fp16 loss scaler"
-        if accelerator.scaler is not None:
-            return type(accelerator.scaler).__name__, "fp16 needs dynamic loss scaling (small gradients underflow)"
-        if self.trainer.args.bf16:
-            return None, "bf16 has fp32's exponent range: gradients do not underflow, no loss scaling"
-        return None, "fp32 training: no loss scaling"
-
-    def _deepspeed_optimizer(self) -> Any:
-        engine = getattr(self.trainer, "deepspeed", None) or getattr(self.trainer, "model_wrapped", None)
-        optimizer = getattr(engine, "optimizer", None)
-        return optimizer if hasattr(optimizer, "cur_scale") else None
-
-    # ------------------------------------------------------------ save on demand / on signal (#27)
-
-    def _install_save_signals(self, profile: dict[str, Any]) -> None:
-        names = ["SIGUSR1"] + (["SIGTERM"] if profile.get("run", {}).get("save_on_term") is True else [])
-        for name in names:
-            try:
-                signal.signal(getattr(signal, name), self._on_save_signal)
-            except (ValueError, OSError):  # not the main thread: the request file still works
-                pass
-
-    def _on_save_signal(self, signum: int, _frame: Any) -> None:
-        self._signalled = signal.Signals(signum).name  # acted on at the end of the current step
-
-    def _pending_request(self) -> tuple[int, str | None]:
-        """(0 nothing, 1 save, 2 or more: save and stop) and why, agreed by every rank: the largest code of
-        any rank wins, and a rank that did not see the ask itself takes the reason from the code."""
-        code, reason = 0, None
-        if self._signalled is not None:
-            reason, self._signalled = self._signalled, None
-            code = SIGNAL_CODES.get(reason, 2)
-        elif _rank() == 0:
-            request = take_save_request(self._run_dir)
-            if request is not None:
-                code, reason = (2 if request.action == "stop" else 1), request.reason
-        accelerator = self.trainer.accelerator
-        if accelerator.num_processes > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-            agreed = torch.tensor([code], dtype=torch.int64, device=accelerator.device)
-            torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
-            if int(agreed.item()) != code:
-                code = int(agreed.item())
-                reason = CODE_REASONS.get(code, "asked on another rank")
-        return code, reason
-
-    def _take_requests(self, state: Any, control: Any) -> None:
-        code, reason = self._pending_request()
-        if code == 0:
-            return
-        control.should_save = True
-        self._requested = reason
-        if code >= 2:
-            control.should_training_stop = True
-            self._stop_reason = f"saved and stopped on {reason}" if reason and reason.startswith("SIG") else \
-                f"saved and stopped: {reason}"
-
     # ------------------------------------------------------------ per step
 
     def on_step_begin(self, args, state, control, **kwargs):
-        if _inject_oom_step() == state.global_step + 1:  # test hook of the queue's OOM retry (#25)
-            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected at step {state.global_step + 1} by "
-                                              f"{INJECT_OOM_ENV})")
-        self._inject_now = (state.global_step + 1) in self.inject_steps
-        self._nan_now = (state.global_step + 1) in self.nan_steps
+        self.faults.on_step_begin(state.global_step)  # an injected OOM (the queue's retry test, #25) raises here
 
     def _heartbeat(self) -> None:
         """Touch <run>/watch/heartbeat (at most once a second): steps and evaluation batches are
@@ -325,29 +182,13 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._heartbeat()
-        self._take_requests(state, control)
+        self.save_asks.take(self.trainer.accelerator, control)
         # the flow callback (called first) has decided: evaluation, then saving, follow this step
         if control.should_evaluate:
             self._end_phase(state, "eval")
         elif control.should_save:
             self._end_phase(state, "save")
-        self._count_overflow()
-
-    def _count_overflow(self) -> None:
-        """The loss scaler's drops, compared as device tensors (no synchronisation)."""
-        scaler = self.trainer.accelerator.scaler
-        scale = getattr(scaler, "_scale", None)
-        if scale is None:
-            return
-        if self._prev_scale is None:
-            self._prev_scale = scale.detach().clone()
-            self._drops = torch.zeros((), dtype=torch.int64, device=scale.device)
-            # the very first step starts from the initial scale, which we know exactly
-            initial = torch.full_like(scale, float(scaler._init_scale))
-            self._drops += (scale < initial).to(torch.int64)
-            return
-        self._drops += (scale < self._prev_scale).to(torch.int64)
-        self._prev_scale.copy_(scale)
+        self.loss_scale.count_overflow()
 
     # ------------------------------------------------------------ logging
 
@@ -371,24 +212,11 @@ class WorkbenchEventsCallback(TrainerCallback):
             "steps_per_second": (state.global_step - last_step) / elapsed,
             "tokens_per_second": (self._tokens - last_tokens) / elapsed,
             "rss_bytes": rss,
-            **self._loss_scale_fields(),
+            **self.loss_scale.fields(),
         }
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             event["cuda"] = [_cuda_memory(torch.cuda.current_device())]
         self.writer.write("log", **event)
-
-    def _loss_scale_fields(self) -> dict[str, Any]:
-        ds_optimizer = self._deepspeed_optimizer()
-        if ds_optimizer is not None and self.trainer.args.fp16:
-            engine = getattr(self.trainer, "deepspeed", None) or self.trainer.model_wrapped
-            skipped = int(getattr(engine, "skipped_steps", 0))
-            return {"loss_scale": float(ds_optimizer.cur_scale), "overflow_count": skipped, "skipped_steps": skipped}
-        scaler = self.trainer.accelerator.scaler
-        if scaler is None:
-            return {"loss_scale": None, "overflow_count": 0, "skipped_steps": 0}
-        drops = int(self._drops.item()) if self._drops is not None else 0
-        # every GradScaler overflow skips that optimizer step
-        return {"loss_scale": float(scaler.get_scale()), "overflow_count": drops, "skipped_steps": drops}
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         clean = {k: _finite_or_none(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float))}
@@ -398,8 +226,8 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        self.writer.write("checkpoint", step=state.global_step, path=path, requested=self._requested)
-        self._requested = None
+        self.writer.write("checkpoint", step=state.global_step, path=path, requested=self.save_asks.requested)
+        self.save_asks.requested = None
         if self._phase == "save":
             self._end_phase(state, "steady_step")
 
@@ -411,12 +239,12 @@ class WorkbenchEventsCallback(TrainerCallback):
             "run_end",
             step=state.global_step,
             max_steps=state.max_steps,
-            status="stopped" if self._stop_reason else "finished",
-            reason=self._stop_reason,
+            status="stopped" if self.save_asks.stop_reason else "finished",
+            reason=self.save_asks.stop_reason,
             runtime_seconds=time.monotonic() - self._start,
             peak_rss_bytes=self._peak_rss,
             cuda_peaks=peaks,
-            **self._loss_scale_fields(),
+            **self.loss_scale.fields(),
         )
 
 
@@ -435,11 +263,6 @@ def _run_profile(run_dir: Path) -> dict[str, Any]:
         return tomllib.loads((run_dir / "profile.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return {}
-
-
-def _debug_nan_steps(run_dir: Path) -> set[int]:
-    """[debug] inject_nan_steps of the run's profile snapshot."""
-    return {int(s) for s in _run_profile(run_dir).get("debug", {}).get("inject_nan_steps", [])}
 
 
 def _larger_peaks(kept: CudaMemory | None, now: CudaMemory) -> CudaMemory:
