@@ -14,9 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session", autouse=True)
 def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Cache, data and workspace folders of this test session (never the user's own)."""
+    """Cache, data and workspace folders of this test session (never the user's own). The parallel
+    workers of one session (pytest-xdist) share the cache: the tiny model and the library answers are
+    built once (their builders wait for each other on a file lock and write atomically)."""
     root = tmp_path_factory.mktemp("workbench")
-    os.environ["WORKBENCH_CACHE_DIR"] = str(root / "cache")
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    os.environ["WORKBENCH_CACHE_DIR"] = str(shared / "cache")
     os.environ["WORKBENCH_DATA_DIR"] = str(root / "data")
     os.environ["WORKBENCH_WORKSPACE"] = str(root / "runs")
     os.environ["WORKBENCH_CONFIG_DIR"] = str(root / "config")  # never the user's own notify.toml
