@@ -56,3 +56,27 @@ async def test_golden_view_drawn(tmp_path: Path, isolated_runs: Path) -> None:
                              '  checkpoint-4     "hello"  [unchanged]']
         await pilot.press("escape")
         await wait_for(pilot, lambda: pilot.app.screen is screen, what="the monitor again")
+
+
+async def test_answers_that_land_after_training_show_without_a_key(tmp_path: Path, isolated_runs: Path,
+                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The golden keeper answers after the run ended (no event makes the monitor redraw): the shown panel
+    reads the folder again by itself; a read that finds the same board draws nothing."""
+    monkeypatch.setattr(ScoreboardPanel, "RELOAD_SECONDS", 0.2)
+    run = fake_run(tmp_path, EVENTS, {2: True, 4: True})
+    async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
+        screen = await open_monitor(pilot, run.path)
+        await pilot.press("c")
+        board = screen.query_one(ScoreboardPanel)
+        await wait_for(pilot, lambda: board.loads >= 3, what="three reads of the scoreboard")
+        assert board.draws == 1  # nothing changed: drawn once
+        assert "golden" not in drawn_lines(board)[2]
+        write_answers(run, "base", ANSWERS["base"])
+        write_answers(run, "checkpoint-2", ANSWERS["checkpoint-2"])
+        write_answers(run, "checkpoint-4", ANSWERS["checkpoint-4"])
+        await wait_for(pilot, lambda: board.draws >= 2, what="the board with the answers")
+        await pilot.pause()
+        lines = [line.strip() for line in drawn_lines(board) if line.strip(" ─│╭╮╰╯")]
+        assert lines[2].split() == ["checkpoint", "train", "loss", "loss", "EMA", "eval", "loss", "golden", "size",
+                                    "pinned", "state"]
+        assert "2/2 match ref" in lines[4]

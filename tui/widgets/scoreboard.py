@@ -109,6 +109,8 @@ class ScoreRows(ScrollView, can_focus=True):
 
 
 class ScoreboardPanel(WorkerFailures, Vertical):
+    RELOAD_SECONDS = 5.0  # while shown: golden answers and eval scores that land after training ends
+
     BINDINGS = [
         Binding("m", "merge_row", "Merge it", id="scoreboard-merge",
                 tooltip="Merge the checkpoint under the cursor into its base model (asks first)"),
@@ -163,7 +165,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         super().__init__(id=id, classes=classes)
         self.run_dir = Path(run_dir)
         self.board: Scoreboard | None = None
-        self.loads = 0  # boards drawn (tests wait on it)
+        self.loads = 0  # boards read (tests wait on it)
+        self.draws = 0  # boards drawn: a board equal to the one on screen is not drawn again
 
     def compose(self) -> ComposeResult:
         yield Static("reading the checkpoints…", classes="summary", markup=False)
@@ -173,6 +176,13 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin · g: golden · e: eval)"
+        self.set_interval(self.RELOAD_SECONDS, self._reload_if_shown)
+
+    def _reload_if_shown(self) -> None:
+        """Golden answers and eval scores land after training ends, when no event makes the monitor redraw:
+        while the panel is shown it reads the folder again now and then (nothing is drawn when unchanged)."""
+        if self.has_class("-shown"):
+            self.reload()
 
     def focus_rows(self) -> None:
         self.query_one(ScoreRows).focus()
@@ -191,6 +201,10 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         board = message.board
+        self.loads += 1
+        if board == self.board:
+            return
+        self.draws += 1
         keep = self.selected_step()
         self.board = board
         header, *rows = [visible(line) for line in table_lines(board)]
@@ -205,7 +219,6 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         notes = board.problems + ([f"deleted since saved (rotation): step {', '.join(map(str, board.gone_steps))}"]
                                   if board.gone_steps else [])
         self.query_one(".notes", Static).update(Text(visible_lines("\n".join(notes))))
-        self.loads += 1
 
     def selected_step(self) -> int | None:
         if self.board is None or not self.board.rows:
