@@ -1,7 +1,7 @@
 """Reading a dataset file's rows as a stream, in constant memory: (line number, record or RowError) for
 .jsonl / .json (an array, read element by element) / .csv / .txt files or a folder of them.
 
-The one record reader of the workbench: the first look (backend/inspect_data.py) and swift's row view
+The one record reader of the workbench: the format-free first look (backend/inspect_data.py) and swift's row view
 (backend/oracle/swift_data_rows.py, mapping swift's rows back to file lines) both read through it.
 Lines are bounded and rows parsed with backend/data_files.py's hostile-input checks.
 """

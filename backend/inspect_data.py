@@ -1,25 +1,25 @@
-"""A fast first look at a training dataset, for the first paint: rows, the rows swift will drop and
-why (with line numbers), character lengths and a preview, read as a stream in constant memory.
+"""A fast first look at a training dataset, for the first paint: facts of the file, read as a stream in
+constant memory: the number of records, the lines that are not valid JSON (with line numbers and the
+error), the top-level keys seen (rows per key set), each record's raw length in characters and the first
+records' JSON.
 
-It follows ms-swift's AutoPreprocessor rules and never contradicts swift: a test checks it against
-swift's own loader on every documented format (tests/data_inspect/test_preview_agrees.py). Token
-lengths, truncation and trained tokens come only from swift itself (backend/oracle/swift_data.py),
-whose answer replaces this guess when it arrives. Nothing a row holds ever raises out of a scan.
+It knows nothing of swift's dataset formats: which rows swift keeps or drops, the messages it makes of
+them, token lengths and truncation come only from swift itself (backend/oracle/swift_data.py), whose
+report follows this first look. Nothing a row holds ever raises out of a scan.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from backend.data_files import file_problem
-from backend.data_formats import MESSAGE_KEYS, QUERY_KEYS, RESPONSE_KEYS, Layout, Message, detect_layout, to_messages
 from backend.data_records import RowError, RowTooBig, iter_records
 from backend.refs import DatasetRef, dataset_ref
 
@@ -28,35 +28,40 @@ from backend.refs import DatasetRef, dataset_ref
 
 parse_ref = dataset_ref
 
+TABLE_SUFFIXES = (".csv",)
+
 
 def looks_like_dataset(path: Path) -> bool:
-    """A quick look at the start of a file: does it hold chat rows (not, say, a config or a log)?
-    Plain .txt files are not offered (any text file would be); a typed path still works."""
+    """A cheap look at the start of a file: a .csv table, a .json array or a .jsonl file whose
+    first record is a JSON object (not, say, a config or a log). Plain .txt files are not offered (any
+    text file would be); a typed path still works. Which format swift makes of it is swift's to say."""
     suffix = path.suffix.lower()
-    if suffix == ".txt":
+    if suffix not in (".json", ".jsonl", *TABLE_SUFFIXES):
         return False
     if file_problem(path):  # a FIFO named x.jsonl: open() would never return
         return False
+    if suffix in TABLE_SUFFIXES:
+        return path.is_file()
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            head = handle.read(8192)
+            head = handle.read(8192).lstrip()
     except OSError:
         return False
-    known = {*MESSAGE_KEYS, *QUERY_KEYS, *RESPONSE_KEYS}
-    if suffix == ".csv":
-        header = {name.strip().lower() for name in head.partition("\n")[0].split(",")}
-        return bool(header & known)
-    stripped = head.lstrip()
-    if suffix == ".json" and stripped.startswith("["):
-        return True
+    if suffix == ".json":
+        return head.startswith("[")
     try:
-        first = json.loads(stripped.partition("\n")[0])
+        first = json.loads(head.partition("\n")[0])
     except json.JSONDecodeError:
-        return suffix == ".jsonl"  # a broken jsonl is still worth inspecting
-    return isinstance(first, dict) and bool({str(k).lower() for k in first} & known)
+        return True  # a broken jsonl is still worth inspecting
+    return isinstance(first, dict)
 
 
 # ---------------------------------------------------------------- the scan
+
+PREVIEW_CHARS = 2000  # a preview record's JSON is cut here (the screen cuts it shorter)
+MAX_KEY_SETS = 20  # more distinct key sets are counted together
+KEY_SET_CHARS = 200
+OTHER_KEY_SETS = "(other key sets)"
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class LengthStats:
 
 
 @dataclass(frozen=True)
-class Malformed:
+class BadLine:
     line: int
     reason: str
 
@@ -93,55 +98,47 @@ class Malformed:
 
 @dataclass
 class DatasetScan:
-    """What one dataset file (or folder) holds, at a first look."""
+    """What one dataset file (or folder) holds, at a first look: facts of the file, no format rules."""
 
     path: Path
-    rows: int = 0  # rows swift keeps (as far as this first look can tell)
-    malformed_count: int = 0
-    malformed: list[Malformed] = field(default_factory=list)  # the first `max_malformed`
-    preview: list[list[Message]] = field(default_factory=list)
-    chars: LengthStats | None = None
+    records: int = 0  # every record of the file, valid JSON or not
+    bad_count: int = 0  # records that are not valid JSON
+    bad: list[BadLine] = field(default_factory=list)  # the first `max_bad`
+    key_sets: Counter[str] = field(default_factory=Counter)  # "query+response" -> rows with those top-level keys
+    preview: list[str] = field(default_factory=list)  # the first records' JSON, cut to PREVIEW_CHARS
+    chars: LengthStats | None = None  # each valid record's length in characters (as JSON)
     complete: bool = True  # False when stopped early
     char_lengths: list[int] = field(default_factory=list, repr=False)
-    layout: str = ""  # swift's preprocessor for the file: messages, alpaca or response
-    unreadable: str | None = None  # why swift's loader refuses the whole file (a line that is not JSON)
-
-    @property
-    def total_rows(self) -> int:
-        return self.rows + self.malformed_count
+    unreadable: str | None = None  # why the file cannot be read at all (a line too long, nesting too deep)
 
 
-LAYOUT_ROWS = 100  # swift picks the preprocessor from the file's columns; the first rows show them
+def key_set(record: Any) -> str:
+    """The top-level keys of a record, sorted and joined by "+"; what a record is when not an object."""
+    if not isinstance(record, dict):
+        return f"(not an object: {type(record).__name__})"
+    if not record:
+        return "(empty object)"
+    label = "+".join(sorted(str(k) or '""' for k in record))
+    return label if len(label) <= KEY_SET_CHARS else label[: KEY_SET_CHARS - 1] + "…"
 
 
 def scan_dataset(
     path: Path,
     *,
     preview_rows: int = 3,
-    max_malformed: int = 50,
+    max_bad: int = 50,
     stop: threading.Event | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> DatasetScan:
-    """Stream through `path` once: counts, rows swift drops, a preview and character lengths.
+    """Stream through `path` once: records, lines that are not JSON, key sets, lengths and a preview.
 
-    Nothing a row holds ever raises out of here: every row ends up counted or explained."""
+    Nothing a row holds ever raises out of here: every record ends up counted or explained."""
     scan = DatasetScan(path=path)
-    records = iter_records(path, stop)
-    head: list[tuple[int, Any]] = []
-    keys: set[str] = set()
     try:
-        for item in records:
-            head.append(item)
-            if isinstance(item[1], dict):
-                keys |= {str(k) for k in item[1]}
-            if len(head) >= LAYOUT_ROWS:
-                break
-        layout = detect_layout(keys)
-        scan.layout = layout.kind
-        for number, (line, record) in enumerate(itertools.chain(head, records), start=1):
-            _scan_row(scan, line, record, layout, preview_rows, max_malformed)
-            if on_progress is not None and number % 10_000 == 0:
-                on_progress(number)
+        for line, record in iter_records(path, stop):
+            _scan_record(scan, line, record, preview_rows, max_bad)
+            if on_progress is not None and scan.records % 10_000 == 0:
+                on_progress(scan.records)
     except (OSError, UnicodeError) as err:
         scan.unreadable = f"cannot be read: {err}"
     scan.complete = not (stop is not None and stop.is_set())
@@ -149,23 +146,23 @@ def scan_dataset(
     return scan
 
 
-def _scan_row(scan: DatasetScan, line: int, record: Any, layout: Layout, preview_rows: int,
-              max_malformed: int) -> None:
-    try:
-        messages = to_messages(record, layout)
-    except RowError as err:
+def _scan_record(scan: DatasetScan, line: int, record: Any, preview_rows: int, max_bad: int) -> None:
+    scan.records += 1
+    if isinstance(record, RowError):
         if isinstance(record, RowTooBig) and scan.unreadable is None:
-            scan.unreadable = f"{err}: swift's loader cannot read this file"
-        elif isinstance(record, RowError) and scan.unreadable is None:
-            scan.unreadable = f"line {line} is not valid JSON: swift's loader refuses the whole file"
-        scan.malformed_count += 1
-        if len(scan.malformed) < max_malformed:
-            scan.malformed.append(Malformed(line, str(err)))
+            scan.unreadable = f"{record}: the file cannot be read"
+        scan.bad_count += 1
+        if len(scan.bad) < max_bad:
+            scan.bad.append(BadLine(line, str(record)))
         return
-    scan.rows += 1
+    label = key_set(record)
+    if label not in scan.key_sets and len(scan.key_sets) >= MAX_KEY_SETS:
+        label = OTHER_KEY_SETS
+    scan.key_sets[label] += 1
+    text = json.dumps(record, ensure_ascii=False)
+    scan.char_lengths.append(len(text))
     if len(scan.preview) < preview_rows:
-        scan.preview.append(messages)
-    scan.char_lengths.append(sum(len(m["content"]) for m in messages))
+        scan.preview.append(text[:PREVIEW_CHARS])
 
 
 # ---------------------------------------------------------------- one reference, everything
@@ -173,8 +170,8 @@ def _scan_row(scan: DatasetScan, line: int, record: Any, layout: Layout, preview
 
 @dataclass
 class DatasetReport:
-    """The first look at one `data.train` / `data.val` entry (swift's own report replaces the guess:
-    backend/oracle/swift_data.py)."""
+    """The first look at one `data.train` / `data.val` entry; swift's own report follows
+    (backend/oracle/swift_data.py)."""
 
     ref: DatasetRef
     scan: DatasetScan | None = None
@@ -183,19 +180,10 @@ class DatasetReport:
     def problem(self) -> str | None:
         return self.ref.problem
 
-    @property
-    def rows_used(self) -> int | None:
-        """Rows swift trains on at a first guess: `#N` takes N rows (repeating rows when N is larger)."""
-        if self.scan is None:
-            return None
-        if self.ref.sample is None or not self.scan.total_rows:
-            return self.scan.rows
-        return round(self.ref.sample * self.scan.rows / self.scan.total_rows)
-
 
 def inspect_ref(ref: str, *, base_dir: Path | None = None, stop: threading.Event | None = None) -> DatasetReport:
-    """A first look at a dataset reference (rows, rows swift drops, a preview); never raises for
-    what a file holds."""
+    """A first look at a dataset reference (records, lines that are not JSON, key sets, a raw preview);
+    never raises for what a file holds."""
     parsed = parse_ref(ref, base_dir)
     not_regular = file_problem(parsed.path) if parsed.path is not None else None
     if not_regular:  # a FIFO or a symlink loop is not "missing": say what it is

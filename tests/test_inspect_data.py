@@ -1,6 +1,7 @@
-"""The first look at a dataset (backend/inspect_data.py): rows, rows swift drops with line numbers, lengths.
+"""The first look at a dataset (backend/inspect_data.py): facts of the file, no format rules — records,
+lines that are not JSON with their line numbers, top-level key sets, raw lengths and a raw preview.
 
-That it agrees with swift itself on every documented format: tests/data_inspect/test_preview_agrees.py."""
+What swift keeps of the file is swift's own report (tests/tui/test_dataset_tab.py shows it on the Data tab)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from pathlib import Path
 import pytest
 
 import backend.data_records as data_records
-from backend.data_formats import to_messages
-from backend.data_records import RowError
-from backend.inspect_data import inspect_ref, parse_ref, scan_dataset
+from backend.inspect_data import inspect_ref, looks_like_dataset, parse_ref, scan_dataset
 from backend.paths import BUILTIN_DATASETS
+from tui.widgets.dataset_details import report_text
 
 SHIPPED = BUILTIN_DATASETS["self-cognition"]
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
@@ -26,88 +26,81 @@ def _lines(path: Path, rows: list[str]) -> Path:
     return path
 
 
-def test_malformed_rows_name_their_line_and_reason(tmp_path: Path) -> None:
+def test_bad_json_lines_are_named_and_key_sets_counted(tmp_path: Path) -> None:
     rows = [
-        json.dumps(GOOD),
+        '{"messages": [{"role": "user", "content": "hi"}]}',  # 1
         '{"messages": [{"role": "user", "content": "hi"}',  # 2: cut short
-        json.dumps({"messages": []}),  # 3: nothing to keep
-        json.dumps({"messages": [{"role": "wizard", "content": "x"}, {"role": "assistant", "content": "y"}]}),  # 4
-        "",  # 5: blank lines are not rows
-        json.dumps({"messages": [{"role": "bot", "content": "q"}, {"role": "assistant", "content": "  "}]}),  # 6
-        json.dumps({"messages": [{"role": "user", "content": "only a question"}]}),  # 7: swift keeps it
-        json.dumps({"messages": [{"role": "user", "content": None}, {"role": "assistant", "content": "r"}]}),  # 8
-        json.dumps([1, 2]),  # 9
+        '{"messages": []}',  # 3: a fact of the file, whatever swift makes of it
+        "",  # 4: blank lines are not records
+        '{"query": "q", "response": "r"}',  # 5
+        '{"response": "r", "query": "q2"}',  # 6: the same key set in another order
+        "[1, 2]",  # 7
+        "not json at all",  # 8
     ]
     scan = scan_dataset(_lines(tmp_path / "mixed.jsonl", rows))
-    assert (scan.rows, scan.malformed_count, scan.total_rows) == (3, 5, 8)
-    found = {bad.line: bad.reason for bad in scan.malformed}
-    assert found.keys() == {2, 3, 4, 8, 9}
-    assert found[2].startswith("not valid JSON")
-    assert scan.unreadable == "line 2 is not valid JSON: swift's loader refuses the whole file"
-    assert found[3] == "`messages` is empty: swift keeps nothing of this row"
-    assert "role 'wizard', which swift rejects" in found[4]
-    assert found[8] == "message 1 (user) has no content"
-    assert "JSON object" in found[9]
-    assert scan.preview[1] == [{"role": "assistant", "content": "q"}, {"role": "assistant", "content": "  "}]
-
-
-def test_query_response_rows_and_a_history_that_is_not_a_list(tmp_path: Path) -> None:
-    rows = [json.dumps({"query": "q", "response": "r", "system": "s"}),
-            json.dumps({"query": "q", "response": "r", "history": "not a list"}),
-            json.dumps({"query": "q2", "response": "r2", "history": "[['q1', 'r1']]"})]
-    scan = scan_dataset(_lines(tmp_path / "qr.jsonl", rows))
-    assert scan.layout == "response" and scan.rows == 2
-    assert [b.line for b in scan.malformed] == [2] and "`history`" in scan.malformed[0].reason
-    assert scan.preview[0] == [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                               {"role": "assistant", "content": "r"}]
-    assert scan.preview[1][:2] == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "r1"}]
+    assert (scan.records, scan.bad_count) == (7, 2)
+    assert [(b.line, b.reason) for b in scan.bad] == [
+        (2, "not valid JSON: Expecting ',' delimiter (column 48)"),
+        (8, "not valid JSON: Expecting value (column 1)")]
+    assert dict(scan.key_sets) == {"messages": 2, "query+response": 2, "(not an object: list)": 1}
+    assert scan.unreadable is None  # a line that is not JSON is named, not a guess about swift's loader
+    assert scan.preview == ['{"messages": [{"role": "user", "content": "hi"}]}', '{"messages": []}',
+                            '{"query": "q", "response": "r"}']
+    assert scan.char_lengths == [49, 16, 31, 32, 6]
+    shown = report_text(inspect_ref(str(tmp_path / "mixed.jsonl"))).plain
+    assert shown.splitlines()[1:6] == [
+        "7 rows, 2 not valid JSON · first look: what swift keeps comes from swift's own report",
+        "  ✗ line 2: not valid JSON: Expecting ',' delimiter (column 48)",
+        "  ✗ line 8: not valid JSON: Expecting value (column 1)",
+        "keys: messages: 2 rows, query+response: 2 rows, (not an object: list): 1 rows",
+        "characters per record: min 6, median 31, p95 49, max 49, mean 27"]
+    assert shown.splitlines()[6] == 'record 1: {"messages": [{"role": "user", "content": "hi"}]}'
 
 
 def test_nothing_a_row_holds_raises(tmp_path: Path) -> None:
-    odd = [{"messages": "{not json"}, {"messages": [1, 2]}, {"conversation": [{"human": "x"}]},
-           {"query": "q", "response": "r", "history": [["only one"]]}, {"query": "q", "history": 5}]
-    scan = scan_dataset(_lines(tmp_path / "odd.jsonl", [json.dumps(o) for o in odd]))
-    assert scan.total_rows == 5
-    for record in odd:
-        try:
-            to_messages(record)
-        except RowError:
-            pass
+    odd = ['{"messages": "{not json"}', '{"": 1}', "{}", '"a string"', "null", '{"k": ' + "[" * 50 + "]" * 50 + "}"]
+    scan = scan_dataset(_lines(tmp_path / "odd.jsonl", odd))
+    assert scan.records == 6 and scan.bad_count == 0
+    assert dict(scan.key_sets) == {"messages": 1, '""': 1, "(empty object)": 1, "(not an object: str)": 1,
+                                   "(not an object: NoneType)": 1, "k": 1}
 
 
-def test_shipped_dataset_is_clean(tmp_path: Path) -> None:
+def test_many_key_sets_are_bounded(tmp_path: Path) -> None:
+    rows = [json.dumps({f"key{i}": i}) for i in range(30)]
+    scan = scan_dataset(_lines(tmp_path / "keys.jsonl", rows))
+    assert len(scan.key_sets) == 21 and scan.key_sets["(other key sets)"] == 10
+
+
+def test_shipped_dataset(tmp_path: Path) -> None:
     lines = [line for line in SHIPPED.read_text(encoding="utf-8").splitlines() if line.strip()]
     scan = scan_dataset(SHIPPED, preview_rows=2)
-    assert scan.rows == len(lines) and scan.malformed_count == 0
-    assert scan.preview[0] == json.loads(lines[0])["messages"]
-    lengths = sorted(sum(len(m["content"]) for m in json.loads(line)["messages"]) for line in lines)
-    assert (scan.chars.minimum, scan.chars.maximum, scan.chars.count) == (lengths[0], lengths[-1], len(lines))
+    assert scan.records == 53 == len(lines) and scan.bad_count == 0
+    assert dict(scan.key_sets) == {"messages": 53}
+    assert json.loads(scan.preview[0]) == json.loads(lines[0])
+    assert scan.chars is not None and scan.chars.count == 53
 
 
 def test_json_array_is_streamed_element_by_element(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(data_records, "CHUNK", 7)  # elements straddle many reads
-    # one layout per file, as swift decides it from the columns; sharegpt roles inside `messages`
-    elements = [GOOD, {"nope": 1}, {"messages": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]}]
+    elements = [GOOD, {"nope": 1}, {"conversations": [{"from": "human", "value": "a"}]}]
     path = tmp_path / "data.json"
     path.write_text(json.dumps(elements, indent=2), encoding="utf-8")
     scan = scan_dataset(path)
-    assert (scan.rows, scan.malformed_count) == (2, 1)
-    text_lines = path.read_text().splitlines()
-    bad_line = scan.malformed[0].line
-    assert text_lines[bad_line - 1].strip() == "{" and '"nope"' in text_lines[bad_line]
-    assert scan.preview[1] == [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert (scan.records, scan.bad_count) == (3, 0)
+    assert dict(scan.key_sets) == {"messages": 1, "nope": 1, "conversations": 1}
+    assert scan.preview[1] == '{"nope": 1}'
 
     path.write_text('[{"messages": [}', encoding="utf-8")
     broken = scan_dataset(path)
-    assert broken.malformed_count == 1 and "cannot be read" in broken.malformed[0].reason
+    assert broken.bad_count == 1 and "cannot be read" in broken.bad[0].reason and broken.bad[0].line == 1
 
 
 def test_csv_rows_keep_their_line_numbers(tmp_path: Path) -> None:
     path = tmp_path / "data.csv"
     path.write_text('query,response\nhello,"two\nlines"\nempty,\n', encoding="utf-8")
     scan = scan_dataset(path)
-    assert scan.rows == 2 and scan.malformed == []  # an empty answer is still a row to swift
-    assert scan.preview[0][1]["content"] == "two\nlines"
+    assert scan.records == 2 and scan.bad == [] and dict(scan.key_sets) == {"query+response": 2}
+    assert scan.preview == ['{"query": "hello", "response": "two\\nlines"}', '{"query": "empty", "response": ""}']
 
 
 def test_big_file_is_not_loaded_into_memory(tmp_path: Path) -> None:
@@ -121,7 +114,7 @@ def test_big_file_is_not_loaded_into_memory(tmp_path: Path) -> None:
     scan = scan_dataset(path)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert scan.rows == 40_000 and scan.chars.maximum == 1000
+    assert scan.records == 40_000 and scan.chars is not None and scan.chars.maximum == len(row)
     assert peak < size / 10, f"peak {peak} bytes for a {size} byte file"
 
 
@@ -129,7 +122,15 @@ def test_scan_stops_when_asked() -> None:
     stop = threading.Event()
     stop.set()
     scan = scan_dataset(SHIPPED, stop=stop)
-    assert not scan.complete and scan.rows == 0
+    assert not scan.complete and scan.records == 0
+
+
+def test_what_the_picker_offers(tmp_path: Path) -> None:
+    offered = {"a.jsonl": '{"anything": 1}\n', "b.jsonl": "{broken\n", "c.json": '[{"x": 1}]', "d.csv": "a,b\n1,2\n"}
+    refused = {"config.json": '{"model": "x"}', "log.jsonl": '"a string"\n', "notes.txt": "hello\n", "e.py": "x = 1\n"}
+    for name, body in {**offered, **refused}.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    assert {name for name in {**offered, **refused} if looks_like_dataset(tmp_path / name)} == set(offered)
 
 
 def test_references(tmp_path: Path) -> None:
@@ -141,12 +142,12 @@ def test_references(tmp_path: Path) -> None:
     assert "unknown built-in" in parse_ref("builtin:nothing").problem
     (tmp_path / "folder").mkdir()
     assert parse_ref(str(tmp_path / "folder")).kind == "local"  # swift reads folders
-    with pytest.raises(RowError, match="no question and no answer"):
-        to_messages({"nothing": "here"})
 
 
-def test_sample_count_is_what_swift_uses(tmp_path: Path) -> None:
-    path = _lines(tmp_path / "six.jsonl", [json.dumps(GOOD)] * 6)
-    assert inspect_ref(f"{path}#3").rows_used == 3  # the old preview said 6
-    assert inspect_ref(f"{path}#10").rows_used == 10  # swift repeats rows to reach N
-    assert inspect_ref(str(path)).rows_used == 6
+def test_text_from_the_file_is_shown_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "evil.jsonl"
+    path.write_text(json.dumps({"\x1b[2J": "csi \x9b2J", "[bold]x[/]": "right-to-left \u202e"}) + "\n", encoding="utf-8")
+    shown = report_text(inspect_ref(str(path))).plain
+    assert not any(c in shown for c in "\x1b\x9b\u202e")
+    assert "keys: \\x1b[2J+[bold]x[/]: 1 rows" in shown  # keys as text, never markup
+    assert '"csi \\x9b2J"' in shown and '"right-to-left \\u202e"' in shown

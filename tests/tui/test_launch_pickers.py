@@ -73,7 +73,7 @@ async def test_pick_tiny_model_and_shipped_dataset(hub_profile: Path, tiny_model
         assert summary.startswith("builtin:self-cognition [builtin] 53 rows"), summary[:200]
         assert rows == 53
         assert "malformed" not in summary and "scanning" not in summary
-        assert "user: who are you?" in summary
+        assert 'record 1: {"messages": [{"role": "user", "content": "who are you?"}' in summary  # the raw preview
         # #12: swift's own report replaces the first look (asked once the picks settle: a swift child)
         report = screen.query_one(SwiftDataReport)
         swift = await until_shown(pilot, report, "finetune-workbench.<|im_end|>")  # row 1's view drawn in full

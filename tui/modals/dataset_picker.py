@@ -1,4 +1,4 @@
-"""Choosing a dataset (picker dialog) and the Data tab's report: rows, malformed rows, lengths, preview.
+"""Choosing a dataset (picker dialog), with the first look at the highlighted file (records, JSON validity, keys, a raw preview).
 
 File discovery and scans run in thread workers that stop when a newer request replaces them.
 """
@@ -148,7 +148,7 @@ class DatasetPickerScreen(WorkerFailures, ModalScreen[str | None]):
     @on(Scanned)
     def _scanned(self, event: Scanned) -> None:
         self.query_one("#dataset-preview", Static).update(report_text(event.report, preview_rows=1,
-                                                                      malformed_shown=2))
+                                                                      bad_shown=2))
 
     @on(OptionList.OptionSelected, "#dataset-list")
     def _selected(self, event: OptionList.OptionSelected) -> None:

@@ -1,4 +1,4 @@
-"""The Data tab's report on every train/val entry: rows, malformed rows, lengths, a preview.
+"""The Data tab's first look at every train/val entry: records, lines that are not JSON, key sets, a raw preview.
 
 The widget owns its scan: the screen binds `question` (the dataset entries and the folder they are
 relative to) and a thread worker reads each file. Each step posts a new tuple holding new reports (never
@@ -17,7 +17,6 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.data_formats import Message as ChatMessage
 from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
 from backend.safe_text import visible
 from tui.worker_failures import WorkerFailures, failure_text
@@ -25,20 +24,11 @@ from tui.worker_failures import WorkerFailures, failure_text
 PREVIEW_CHARS = 160
 
 
-def chat_text(messages: list[ChatMessage], indent: str = "  ") -> Text:
-    """A row's turns, one line each; control characters from the file shown as escapes, never sent."""
-    text = Text()
-    for message in messages:
-        content = visible(" ".join(message["content"].split()), limit=PREVIEW_CHARS)
-        style = {"user": "cyan", "assistant": "green", "system": "magenta"}.get(message["role"], "yellow")
-        text.append(f"{indent}{visible(message['role'])}: ", style=f"bold {style}")
-        text.append(content + "\n")
-    return text
-
-
-def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown: int = 5) -> Text:
-    """The first look at one dataset entry (rows, rows swift will drop, a preview); swift's own report
-    (backend/data_view.py) replaces it when it arrives."""
+def report_text(report: DatasetReport, *, preview_rows: int = 2, bad_shown: int = 5,
+                key_sets_shown: int = 6) -> Text:
+    """The first look at one dataset entry: records, lines that are not JSON, key sets, lengths and the
+    first records' JSON (text from the file shown as text, control characters as escapes). What swift keeps
+    of it is swift's own report's to say (tui/widgets/swift_report.py), shown after it."""
     ref = report.ref
     text = Text()
     text.append(visible(ref.ref), style="bold")
@@ -57,20 +47,24 @@ def report_text(report: DatasetReport, *, preview_rows: int = 2, malformed_shown
     if scan.unreadable:
         text.append(f"✗ {visible(scan.unreadable)}\n", style="bold red")
     state = "" if scan.complete else " (scan stopped early)"
-    used = f" ({report.rows_used:,} used: #{ref.sample})" if ref.sample else ""
-    text.append(f"{scan.rows:,} rows{used}")
-    if scan.malformed_count:
-        text.append(f", {scan.malformed_count:,} that swift drops", style="bold red")
-    text.append(f"{state} · first look; swift's own report follows\n", style="")
-    for bad in scan.malformed[:malformed_shown]:
+    text.append(f"{scan.records:,} rows")
+    if scan.bad_count:
+        text.append(f", {scan.bad_count:,} not valid JSON", style="bold red")
+    text.append(f"{state} · first look: what swift keeps comes from swift's own report\n", style="")
+    for bad in scan.bad[:bad_shown]:
         text.append(f"  ✗ {visible(bad)}\n", style="red")
-    if scan.malformed_count > malformed_shown:
-        text.append(f"  … and {scan.malformed_count - malformed_shown:,} more\n", style="red")
+    if scan.bad_count > bad_shown:
+        text.append(f"  … and {scan.bad_count - bad_shown:,} more\n", style="red")
+    if scan.key_sets:
+        counts = scan.key_sets.most_common()
+        shown = ", ".join(f"{visible(keys, limit=60)}: {rows:,} rows" for keys, rows in counts[:key_sets_shown])
+        more = f", … {len(counts) - key_sets_shown} more key sets" if len(counts) > key_sets_shown else ""
+        text.append(f"keys: {shown}{more}\n")
     if scan.chars:
-        text.append(scan.chars.describe("characters") + "\n")
-    for number, messages in enumerate(scan.preview[:preview_rows], start=1):
-        text.append(f"row {number}:\n", style="dim")
-        text.append_text(chat_text(messages))
+        text.append(scan.chars.describe("characters per record") + "\n")
+    for number, raw in enumerate(scan.preview[:preview_rows], start=1):
+        text.append(f"record {number}: ", style="dim")
+        text.append(visible(raw, limit=PREVIEW_CHARS) + "\n")
     return text
 
 
