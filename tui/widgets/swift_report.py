@@ -4,8 +4,9 @@ trained-token view of their rows.
 The widget owns its worker: the screen binds `question` (the profile and its folder); the worker asks
 the `swift_data` oracle in a child process (cached by file content + model + template + max_length),
 streaming its progress lines here; the report comes after the first look, which reads only the file
-(rows, JSON validity, keys, a raw preview). The first rows' trained-token views come with the report; `]` / `[` step through the rows (other rows are asked
-for, cached too). A failure shows in place (WorkerFailures), never silently.
+(rows, JSON validity, keys, a raw preview). The first rows' trained-token views come with the report;
+`]` / `[` step through the rows (other rows are asked for, cached too).
+A failure shows in place (WorkerFailures), never silently.
 """
 
 from __future__ import annotations
