@@ -57,7 +57,7 @@ def test_deepspeed_fp16_scale_and_skipped_steps_come_from_the_engine(
     monkeypatch.setenv("WORKBENCH_RUN_DIR", str(tmp_path))
     engine = FakeDeepSpeedEngine()
     callback = callback_module.WorkbenchEventsCallback(None, _trainer(engine))
-    assert callback._scaler_description() == ("DeepSpeedDynamicLossScaler", "DeepSpeed keeps its own fp16 loss scaler")
+    assert callback.loss_scale.description() == ("DeepSpeedDynamicLossScaler", "DeepSpeed keeps its own fp16 loss scaler")
     _log(callback, 1)
     engine.overflow()
     engine.overflow()
@@ -73,7 +73,7 @@ def test_deepspeed_bf16_has_no_loss_scale(callback_module: types.ModuleType, tmp
     trainer = _trainer(FakeDeepSpeedEngine())
     trainer.args = types.SimpleNamespace(fp16=False, bf16=True)
     callback = callback_module.WorkbenchEventsCallback(None, trainer)
-    assert callback._scaler_description()[0] is None
+    assert callback.loss_scale.description()[0] is None
     _log(callback, 1)
     (event,) = [e for e in read_all(tmp_path / "events.jsonl") if e["type"] == "log"]
     assert (event["loss_scale"], event["overflow_count"], event["skipped_steps"]) == (None, 0, 0)
