@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.fs import file_lock
+from backend.fs import file_lock, write_bytes_atomic
 from backend.jobs.job import JobFolder, JobSpec, list_jobs, new_job_id, refresh_job, start_job
 from backend.jobs.targets import ModelTarget, TargetError, from_checkpoint
 from backend.profile import ProfileError
@@ -73,8 +72,7 @@ def prompts_of_run(run: RunFolder) -> Path:
     except PromptsError as err:
         raise GoldenRefused(f"[eval] prompts: {err}") from None
     copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, copy.with_name(PROMPTS_COPY + ".tmp"))
-    os.replace(copy.with_name(PROMPTS_COPY + ".tmp"), copy)
+    write_bytes_atomic(copy, source.read_bytes())
     return copy
 
 
