@@ -33,6 +33,7 @@ from backend.jobs.job import EvalFinish, JobFinishError, JobFolder, JobSpec, new
 from backend.jobs.targets import ModelTarget, TargetError, target_of_run
 from backend.profile import ProfileError
 from backend.refs import local_path
+from backend.runs.checkpoints import CHECKPOINT_NAME
 from backend.runs.evals import RESULT_NAME
 from backend.runs.layout import RunFolder
 from backend.runs.pins import link_tree
@@ -200,19 +201,8 @@ def evalscope_missing() -> str | None:
     return None
 
 
-def _swift_args(target: ModelTarget) -> list[str]:
-    args = ["--model", target.model]
-    if target.adapters:
-        args += ["--adapters", *target.adapters]
-    for flag, value in (("--model_type", target.model_type), ("--template", target.template),
-                        ("--torch_dtype", target.torch_dtype)):
-        if value:
-            args += [flag, value]
-    return args
-
-
 def _step_of(target: ModelTarget) -> int | None:
-    found = re.search(r"checkpoint-(\d+)", target.label)
+    found = CHECKPOINT_NAME.search(target.label)
     return int(found.group(1)) if found else None
 
 
@@ -233,10 +223,10 @@ def plan_eval(run: RunFolder, dataset: str, *, checkpoint: int | None = None, me
     if settings.base and base is None:
         raise EvalRefused(f"the base model of {tuned.label} is unknown (no args.json names it); pass --no-base")
     job_id = new_job_id("eval")
-    models: list[dict[str, Any]] = [{"role": "base", "label": base.label, "step": None, "merged": False, "args": _swift_args(base)}
+    models: list[dict[str, Any]] = [{"role": "base", "label": base.label, "step": None, "merged": False, "args": base.swift_args()}
                                     ] if base is not None else []
     models.append({"role": "tuned", "label": tuned.label, "step": _step_of(tuned), "merged": merged,
-                   "args": _swift_args(tuned), "link": tuned.adapters[0] if tuned.adapters else tuned.model})
+                   "args": tuned.swift_args(), "link": tuned.adapters[0] if tuned.adapters else tuned.model})
     plan = {"dataset": str(source), "format": fmt, "benchmark": BENCHMARKS[fmt], "metric": METRICS[fmt],
             "rows": len(rows), "limit": settings.limit, "max_new_tokens": settings.max_new_tokens,
             "models": models}

@@ -45,13 +45,20 @@ class ModelTarget:
 
     def worker_args(self) -> list[str]:
         """Loading flags shared by the chat worker and the batch-inference worker."""
+        return self._loading_flags("-")
+
+    def swift_args(self) -> list[str]:
+        """The same loading flags as swift's own command line spells them (`swift eval`)."""
+        return self._loading_flags("_")
+
+    def _loading_flags(self, separator: str) -> list[str]:
         args = ["--model", self.model]
         if self.adapters:
             args += ["--adapters", *self.adapters]
-        for flag, value in (("--model-type", self.model_type), ("--template", self.template),
-                            ("--torch-dtype", self.torch_dtype)):
+        for name, value in (("model_type", self.model_type), ("template", self.template),
+                            ("torch_dtype", self.torch_dtype)):
             if value:
-                args += [flag, value]
+                args += [f"--{name.replace('_', separator)}", value]
         return args
 
     def base(self) -> ModelTarget | None:
