@@ -69,3 +69,8 @@ def export_lines(env: dict[str, str]) -> str:
     """`export KEY=value` lines; a secret (HF_TOKEN ...) reads the running shell's own value, never written."""
     return "\n".join(f"export {key}={quote(ShellVar(key) if is_secret_name(key) else value)}"
                       for key, value in sorted(env.items()))
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value after `flag` in a command's words (`--model DIR`), or None when the flag is not there."""
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None

@@ -37,7 +37,7 @@ from backend.runs.checkpoints import CHECKPOINT_NAME
 from backend.runs.evals import RESULT_NAME
 from backend.runs.layout import RunFolder
 from backend.runs.pins import link_tree
-from backend.runs.world import read_world
+from backend.runs.world import launch_base_dir
 
 SUBSET = "eval"
 PLAN_NAME = "plan.json"
@@ -187,8 +187,7 @@ def dataset_of_run(run: RunFolder) -> str:
         raise EvalRefused(f"no eval dataset: the profile of {run.run_id} sets no [eval] dataset (a local jsonl of "
                           "question-answer or multiple-choice rows); set it, or run: workbench eval "
                           f"{run.run_id} --dataset FILE")
-    record = read_world(run.world_path)
-    return str(local_path(ref, Path(record.base_dir) if record is not None and record.base_dir else None))
+    return str(local_path(ref, launch_base_dir(run.world_path)))
 
 
 # ---------------------------------------------------------------- the job

@@ -34,7 +34,8 @@ from backend.jobs.targets import ModelTarget, TargetError, from_checkpoint
 from backend.profile import ProfileError
 from backend.runs.golden import PROMPTS_COPY, answers_path, golden_dir
 from backend.runs.layout import RunFolder, checkpoint_problem
-from backend.runs.world import read_world
+from backend.runs.world import launch_base_dir
+from backend.shell_words import flag_value
 from backend.validate.golden import PromptsError, prompts_path, read_prompts
 
 SEED = 42
@@ -59,8 +60,7 @@ def prompts_of_run(run: RunFolder) -> Path:
         profile = run.read_profile()
     except (ProfileError, OSError, ValueError) as err:
         raise GoldenRefused(f"run {run.run_id}: its profile.toml cannot be read ({err})") from None
-    record = read_world(run.world_path)
-    source = prompts_path(profile, Path(record.base_dir) if record is not None and record.base_dir else None)
+    source = prompts_path(profile, launch_base_dir(run.world_path))
     if source is None:
         raise GoldenRefused(f"run {run.run_id} has no golden prompts: its profile sets no [eval] prompts "
                             "(a .jsonl of {\"messages\": [...]} rows) — set it for the next run")
@@ -79,15 +79,11 @@ def prompts_of_run(run: RunFolder) -> Path:
 def base_target(run: RunFolder) -> ModelTarget:
     """The model the run started from, as its command line names it (step 0 of the golden answers)."""
     argv = run.read_command().get("argv", [])
-
-    def flag(name: str) -> str | None:
-        return argv[argv.index(name) + 1] if name in argv[:-1] else None
-
-    model = flag("--model")
+    model = flag_value(argv, "--model")
     if model is None:
         raise GoldenRefused(f"run {run.run_id}: its command.json names no --model, so the base model is unknown")
-    return ModelTarget(model=model, model_type=flag("--model_type"), template=flag("--template"),
-                       torch_dtype=flag("--torch_dtype"), label="base")
+    return ModelTarget(model=model, model_type=flag_value(argv, "--model_type"), template=flag_value(argv, "--template"),
+                       torch_dtype=flag_value(argv, "--torch_dtype"), label="base")
 
 
 def active_golden_job(run: RunFolder) -> JobFolder | None:

@@ -21,6 +21,7 @@ from backend.runs.save import clear_save_request
 from backend.runs.start import profile_world, record_supervisor
 from backend.runs.status import refresh
 from backend.runs.world import World, changed_files, read_world, what_changes, world_differences
+from backend.shell_words import flag_value
 
 
 def resume_run(run: RunFolder, *, allow_world_change: bool = False,
@@ -133,9 +134,8 @@ def _rebuilt_command(run: RunFolder, command: dict[str, Any], world: World) -> d
     """The run's launch built again from its profile.toml as it is now (another world shape), with the
     model it launched with; the world record is updated to the new shape."""
     record = read_world(run.world_path)
-    base_dir = Path(record.base_dir) if record is not None and record.base_dir else None
-    argv = command["argv"]
-    model = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
+    base_dir = record.base_path if record is not None else None
+    model = flag_value(command["argv"], "--model")
     profile = run.read_profile()
     plan = build_launch(profile, run.path, detect_hardware(), base_dir=base_dir, model_path=model)
     plan.write_configs()

@@ -63,6 +63,11 @@ class WorldRecord(BaseModel):
     def world_size(self) -> int:
         return self.world.world_size
 
+    @property
+    def base_path(self) -> Path | None:
+        """The profile's folder at launch, which its relative paths are read against."""
+        return Path(self.base_dir) if self.base_dir else None
+
 
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's content, or 'missing' / 'unreadable'."""
@@ -116,6 +121,12 @@ def read_world(path: Path) -> WorldRecord | None:
         return WorldRecord.model_validate_json(path.read_bytes())
     except (OSError, ValidationError, ValueError):
         return None
+
+
+def launch_base_dir(path: Path) -> Path | None:
+    """The profile's folder at launch, from the run's world record; None for a run without one."""
+    record = read_world(path)
+    return record.base_path if record is not None else None
 
 
 FIELDS = (("nnodes", "machines (nnodes)"), ("nproc_per_node", "processes per machine (nproc_per_node)"),
