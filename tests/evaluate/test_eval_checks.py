@@ -100,17 +100,23 @@ def test_the_scoreboard_shows_the_newest_eval_score_per_checkpoint(tmp_path: Pat
     assert lines[5].startswith(f"{run.path / 'jobs' / 'e-bad' / 'eval.json'}: damaged eval result (")
 
 
-async def test_e_without_an_eval_dataset_says_so(tmp_path: Path, isolated_runs: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    run = fake_run(tmp_path, EVENTS, {2: True, 4: True}, training={})  # a profile without [eval] dataset
-    said: list[tuple[str, str]] = []
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(title, message) of every notification the app shows."""
+    told: list[tuple[str, str]] = []
     original = WorkbenchApp.notify
 
     def notify(self: WorkbenchApp, message: str, **options: Any) -> None:
-        said.append((str(options.get("title")), message))
+        told.append((str(options.get("title")), message))
         original(self, message, **options)
 
     monkeypatch.setattr(WorkbenchApp, "notify", notify)
+    return told
+
+
+async def test_e_without_an_eval_dataset_says_so(tmp_path: Path, isolated_runs: Path,
+                                                 said: list[tuple[str, str]]) -> None:
+    run = fake_run(tmp_path, EVENTS, {2: True, 4: True}, training={})  # a profile without [eval] dataset
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
         screen = await open_monitor(pilot, run.path)
         await pilot.press("c")
@@ -127,21 +133,13 @@ async def test_e_without_an_eval_dataset_says_so(tmp_path: Path, isolated_runs: 
 
 
 async def test_e_starts_the_eval_job_on_the_selected_checkpoint(tmp_path: Path, isolated_runs: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                 said: list[tuple[str, str]]) -> None:
     from backend.jobs.job import list_jobs, stop_job
     from backend.profile import LaunchProfile, save_profile
 
     run = fake_run(tmp_path, EVENTS, {2: True, 4: True})
     save_profile(LaunchProfile.model_validate({"name": "fake", "eval": {"dataset": str(FIXTURES / "quill_qa.jsonl")}}),
                  run.profile_path)
-    said: list[tuple[str, str]] = []
-    original = WorkbenchApp.notify
-
-    def notify(self: WorkbenchApp, message: str, **options: Any) -> None:
-        said.append((str(options.get("title")), message))
-        original(self, message, **options)
-
-    monkeypatch.setattr(WorkbenchApp, "notify", notify)
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
         screen = await open_monitor(pilot, run.path)
         await pilot.press("c")
