@@ -16,11 +16,10 @@ from backend.cli.app import full_app
 from backend.jobs.evaluate import EvalRefused, lay_out, read_rows
 from backend.runs.scoreboard import scoreboard
 from backend.runs.scoreboard_text import text_lines
-from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
+from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, open_scoreboard, saved
 from tests.scoreboard.test_scoreboard_panel import drawn_lines
-from tests.tui.run_fixtures import open_monitor, wait_for
+from tests.tui.run_fixtures import wait_for
 from tui.app import WorkbenchApp
-from tui.widgets.scoreboard import ScoreboardPanel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 EVENTS = [log(2, 3.0), evaluation(2, eval_loss=2.5), saved(2), log(4, 1.0), evaluation(4, eval_loss=1.5), saved(4)]
@@ -118,10 +117,7 @@ async def test_e_without_an_eval_dataset_says_so(tmp_path: Path, isolated_runs: 
                                                  said: list[tuple[str, str]]) -> None:
     run = fake_run(tmp_path, EVENTS, {2: True, 4: True}, training={})  # a profile without [eval] dataset
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
-        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        board = await open_scoreboard(pilot, run.path)
         assert "e: eval" in " ".join(drawn_lines(board))
         await pilot.press("e")
         await wait_for(pilot, lambda: any(title == "Not evaluated" for title, _ in said), what="the refusal")
@@ -141,10 +137,7 @@ async def test_e_starts_the_eval_job_on_the_selected_checkpoint(tmp_path: Path, 
     save_profile(LaunchProfile.model_validate({"name": "fake", "eval": {"dataset": str(FIXTURES / "quill_qa.jsonl")}}),
                  run.profile_path)
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
-        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        await open_scoreboard(pilot, run.path)
         await pilot.press("e")  # the cursor is on checkpoint-2 (the first row)
         await wait_for(pilot, lambda: any(title in ("swift eval started", "Not evaluated") for title, _ in said),
                        what="the eval job")

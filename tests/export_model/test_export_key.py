@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button
 
-from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
-from tests.tui.run_fixtures import open_monitor, wait_for
+from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, open_scoreboard, saved
+from tests.tui.run_fixtures import wait_for
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmScreen
-from tui.widgets.scoreboard import ScoreboardPanel
 
 EVENTS = [log(2, 3.0), evaluation(2, eval_loss=2.5), saved(2), log(4, 1.0), evaluation(4, eval_loss=1.5), saved(4)]
 
@@ -25,10 +24,7 @@ async def test_x_offers_the_formats_and_says_why_one_is_refused(tmp_path: Path, 
         pytest.skip("this machine has a GPU: awq would not be refused")
     run = fake_run(tmp_path, EVENTS, {2: True, 4: True})
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
-        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        board = await open_scoreboard(pilot, run.path)
         board.focus_rows()
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), what="the export choice")

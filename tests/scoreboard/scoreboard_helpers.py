@@ -6,9 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from textual.pilot import Pilot
+
 from backend.events import EventWriter
 from backend.profile import LaunchProfile, save_profile
 from backend.runs.layout import RunFolder
+from tests.tui.run_fixtures import open_monitor, wait_for
+from tui.widgets.scoreboard import ScoreboardPanel
 
 WEIGHTS_BYTES = 10_240  # + five 2-byte files and args.json (68 bytes): 10,318 bytes = "10.1 KiB"
 
@@ -52,3 +56,12 @@ def evaluation(step: int, **metrics: float) -> tuple[str, dict[str, Any]]:
 
 def saved(step: int) -> tuple[str, dict[str, Any]]:
     return "checkpoint", {"step": step, "path": f"output/checkpoint-{step}"}
+
+
+async def open_scoreboard(pilot: Pilot, run_dir: Path) -> ScoreboardPanel:
+    """The run's monitor opened and its scoreboard shown (key c), read once; the monitor is `board.screen`."""
+    screen = await open_monitor(pilot, run_dir)
+    await pilot.press("c")
+    board = screen.query_one(ScoreboardPanel)
+    await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+    return board

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from backend.runs.layout import RunFolder
 from tests.scoreboard.golden_helpers import ANSWERS, EVENTS, write_answers
-from tests.scoreboard.scoreboard_helpers import fake_run
+from tests.scoreboard.scoreboard_helpers import fake_run, open_scoreboard
 from tests.scoreboard.test_scoreboard_panel import drawn_lines
-from tests.tui.run_fixtures import open_monitor, wait_for
+from tests.tui.run_fixtures import wait_for
 from tui.app import WorkbenchApp
 from tui.modals.golden import GoldenScreen
 from tui.widgets.scoreboard import ScoreboardPanel
@@ -27,10 +27,8 @@ def marked_up_run(parent: Path) -> RunFolder:
 async def test_golden_view_drawn(tmp_path: Path, isolated_runs: Path) -> None:
     run = marked_up_run(tmp_path)
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
-        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        board = await open_scoreboard(pilot, run.path)
+        screen = board.screen
         await pilot.pause()
         lines = [line.strip() for line in drawn_lines(board) if line.strip(" ─│╭╮╰╯")]
         assert lines[2:5] == [
@@ -65,9 +63,7 @@ async def test_answers_that_land_after_training_show_without_a_key(tmp_path: Pat
     monkeypatch.setattr(ScoreboardPanel, "RELOAD_SECONDS", 0.2)
     run = fake_run(tmp_path, EVENTS, {2: True, 4: True})
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
+        board = await open_scoreboard(pilot, run.path)
         await wait_for(pilot, lambda: board.loads >= 3, what="three reads of the scoreboard")
         assert board.draws == 1  # nothing changed: drawn once
         assert "golden" not in drawn_lines(board)[2]

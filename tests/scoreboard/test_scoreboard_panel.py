@@ -10,11 +10,10 @@ import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
-from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
-from tests.tui.run_fixtures import open_monitor, wait_for
+from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, open_scoreboard, saved
+from tests.tui.run_fixtures import wait_for
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
-from tui.widgets.scoreboard import ScoreboardPanel
 
 
 def drawn_lines(widget: Widget) -> list[str]:
@@ -33,10 +32,8 @@ async def test_scoreboard_drawn_and_its_keys(tmp_path: Path, isolated_runs: Path
     asked: list[object] = []
     monkeypatch.setattr(WorkbenchApp, "on_chat_requested", lambda self, message: asked.append(message.target))
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
-        screen = await open_monitor(pilot, run.path)
-        await pilot.press("c")
-        board = screen.query_one(ScoreboardPanel)
-        await wait_for(pilot, lambda: board.loads >= 1, what="the scoreboard")
+        board = await open_scoreboard(pilot, run.path)
+        screen = board.screen
         await pilot.pause()
         lines = [line.strip() for line in drawn_lines(board) if line.strip(" ─│╭╮╰╯")]
         assert lines[1:6] == [
