@@ -7,8 +7,9 @@ from pathlib import Path
 
 from backend.fs import tree_size
 from backend.runs.checkpoints import CHECKPOINT_NAME, FolderListing, judge_checkpoint, list_folder
+from backend.tail import FileMark, mark
 
-_COMPLETE_CACHE: dict[str, tuple[tuple[int, ...], int]] = {}
+_COMPLETE_CACHE: dict[str, tuple[tuple[FileMark, FileMark], int]] = {}
 _MAX_CACHED = 4096
 
 
@@ -24,13 +25,11 @@ def judged(folder: Path) -> tuple[str | None, int]:
     """(checkpoint_problem, size on disk) of a checkpoint folder. A complete one is remembered by its
     folder's and its trainer_state.json's stat (the trainer writes that file last and never touches a
     saved checkpoint again), so a redraw does not judge it again."""
-    folder_stat = folder.stat()
-    try:
-        state = (folder / "trainer_state.json").stat()
-        stamp: tuple[int, ...] = (folder_stat.st_ino, folder_stat.st_mtime_ns, state.st_ino, state.st_mtime_ns,
-                                  state.st_size)
-    except OSError:
-        stamp = ()
+    folder_mark, state_mark = mark(folder), mark(folder / "trainer_state.json")
+    if folder_mark is None:
+        folder.stat()  # raise what the stat met: FileNotFoundError for a folder rotated away meanwhile
+        raise FileNotFoundError(folder)  # it came back between the two looks: read it at the next redraw
+    stamp = (folder_mark, state_mark) if state_mark is not None else None
     cached = _COMPLETE_CACHE.get(str(folder))
     if stamp and cached is not None and cached[0] == stamp:
         return None, cached[1]

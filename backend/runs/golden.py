@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.runs.layout import RunFolder
+from backend.tail import FileMark, mark
 
 GOLDEN_DIR = "golden"
 PROMPTS_COPY = "prompts.jsonl"
@@ -68,7 +69,7 @@ class Answers:
     problems: list[str] = field(default_factory=list)
 
 
-_CACHE: dict[str, tuple[tuple[int, int, int], Answers]] = {}  # path -> (inode, mtime, size), what was read
+_CACHE: dict[str, tuple[FileMark, Answers]] = {}  # path -> its mark when read, what was read
 _MAX_CACHED = 4096
 
 
@@ -76,11 +77,7 @@ def read_answers(path: Path, label: str, step: int) -> Answers:
     """An answers file; each damaged line is named ('golden/checkpoint-4.jsonl line 2: not JSON'). A file read
     before is taken from memory while its inode, mtime and size are the same (a job replaces a file whole,
     by a rename), so the monitor's redraws of a long run read only what changed."""
-    try:
-        stat = path.stat()
-        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    except OSError:
-        stamp = None
+    stamp = mark(path)
     cached = _CACHE.get(str(path))
     if stamp is not None and cached is not None and cached[0] == stamp and cached[1].label == label:
         return cached[1]
