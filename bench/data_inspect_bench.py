@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.demo.build import ensure_builtin_model  # noqa: E402
-from backend.oracle.swift_data import DataRequest, ask_report  # noqa: E402
+from backend.data.swift_view import DataRequest, ask_report  # noqa: E402
+from backend.models.demo.build import ensure_builtin_model  # noqa: E402
 
 SWIFT_ALONE = """
 import sys, time
@@ -77,7 +77,7 @@ def workbench(request: DataRequest, refresh: bool) -> tuple[float, dict]:
 FRESH_CACHED = """
 import json, sys, time
 started = time.perf_counter()
-from backend.oracle.swift_data import DataRequest, cached_report
+from backend.data.swift_view import DataRequest, cached_report
 report = cached_report(DataRequest(**json.loads(sys.argv[1])))
 assert report is not None
 print(time.perf_counter() - started)

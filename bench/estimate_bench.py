@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from backend.estimate import EstimateRequest, estimate
-    from backend.estimate.formula import shape_from_config_dir
+    from backend.models.shape_formula import shape_from_config_dir
 
     llama70b = shape_from_config_dir(FIXTURES / "llama2_70b")
     qwen7b = shape_from_config_dir(FIXTURES / "qwen2_5_7b")

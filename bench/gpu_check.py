@@ -48,12 +48,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.command import build_launch  # noqa: E402
-from backend.events import EventReader, Log  # noqa: E402
-from backend.hardware import GpuInfo, HardwareInfo, detect_hardware, pick_gpus  # noqa: E402
+from backend.contract.events import EventReader, Log  # noqa: E402
+from backend.hardware.machine import GpuInfo, HardwareInfo, detect_hardware, pick_gpus  # noqa: E402
+from backend.launch.command import build_launch  # noqa: E402
+from backend.launch.validate import errors, validate  # noqa: E402
 from backend.profile import LaunchProfile, save_profile  # noqa: E402
-from backend.runs.layout import RunFolder  # noqa: E402
-from backend.validate import errors, validate  # noqa: E402
+from backend.rundir.layout import RunFolder  # noqa: E402
 
 GIB = 2**30
 RESULTS_DIR = REPO / "bench" / "results"
@@ -146,7 +146,7 @@ def build_model(name: str, out: Path) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from backend.demo.build import build_tokenizer
+    from backend.models.demo.build import build_tokenizer
 
     tokenizer = build_tokenizer(2000)
     values = {k: v for k, v in MODEL_CONFIGS[name].items() if k not in ("architectures", "model_type")}
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.build_model:
         build_model(args.build_model, args.out.resolve())
         return 0
-    from backend.paths import cache_dir
+    from backend.core.paths import cache_dir
 
     work = (args.work_dir or cache_dir() / "gpu-check").resolve()
     if args.cpu_smoke:

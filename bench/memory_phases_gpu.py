@@ -21,10 +21,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.core.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.models.refs import hf_cached_ids  # noqa: E402
 from backend.profile import LaunchProfile, load_profile  # noqa: E402
-from backend.refs import hf_cached_ids  # noqa: E402
-from backend.runs.layout import RunFolder  # noqa: E402
+from backend.rundir.layout import RunFolder  # noqa: E402
 from backend.runs.memory_report import memory_comparison  # noqa: E402
 from backend.runs.status import refresh  # noqa: E402
 from bench.gpu_check import run_case  # noqa: E402

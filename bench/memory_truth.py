@@ -70,7 +70,7 @@ def forecast_gib(case: Case) -> tuple[float, list[str]]:
     from dataclasses import fields
 
     from backend.estimate import EstimateRequest, estimate
-    from backend.estimate.formula import shape_from_config_dir
+    from backend.models.shape_formula import shape_from_config_dir
 
     known = {f.name for f in fields(EstimateRequest)}
     shape = shape_from_config_dir(FIXTURES / case.model)

@@ -38,7 +38,7 @@ def main() -> None:
     folders = args.configs or [FIXTURES / name for name in DEFAULT]
     os.environ["WORKBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="shape-bench-")  # every first ask is real
 
-    from backend.estimate.exact import cached_shape, exact_shape
+    from backend.models.shape_exact import cached_shape, exact_shape
 
     print(f"{'model':<22} {'count':<24} {'first (child) s':>16} {'cached ms':>10} {'formula ms':>11} "
           f"{'cached/target':>14}")
@@ -58,7 +58,7 @@ def main() -> None:
 
 def _formula(folder: Path) -> None:
     try:
-        from backend.estimate.formula import shape_from_config_dir
+        from backend.models.shape_formula import shape_from_config_dir
 
         _ = shape_from_config_dir(folder).total_params  # the property computes the count
     except ValueError:

@@ -4,7 +4,7 @@
 
 Prints
 - ingest: reading the whole events file into the metrics store (reader + store); the run's
-  events summary as its supervisor keeps it (backend/series_summary.py; the bench leaves it 8 MiB
+  events summary as its supervisor keeps it (backend/series/summary.py; the bench leaves it 8 MiB
   behind the end, the most it lags); the monitor screen opening that run folder until it has read
   it all and drawn it once, with the summary (goal < 1 s) and without one (a run imported or made
   before summaries: the whole file is read; the screen shows "reading N %" meanwhile);
@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 WRITER = """
 import math, random, sys, time
-from backend.events import EventWriter
+from backend.contract.events import EventWriter
 path, start, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 writer = EventWriter(path)
 print("ready", flush=True)
@@ -101,7 +101,7 @@ def write_synthetic(path: Path, count: int, seed: int = 0) -> None:
 
 
 def make_run_folder(root: Path, events: int, supervisor_pid: int, name: str = "bench-run") -> Path:
-    from backend.runs.layout import RunFolder, RunState
+    from backend.rundir.layout import RunFolder, RunState
 
     run = RunFolder(root / name)
     run.path.mkdir(parents=True, exist_ok=True)  # the writer may have made it already
@@ -147,7 +147,7 @@ def bench_store(events_path: Path) -> float:
 def summarise_all_but_the_last(events_path: Path, lag_bytes: int) -> None:
     """The run's events summary as its supervisor leaves it at worst: `lag_bytes` before the file's end
     (the keeper saves every SAVE_EVERY_BYTES). Prints the keeper's cost: the supervisor's, over the run."""
-    from backend.series_summary import SummaryKeeper, summary_path
+    from backend.series.summary import SummaryKeeper, summary_path
 
     size = events_path.stat().st_size
     with open(events_path, "r+b") as handle:  # cut the last lines off, summarise, put them back (same file)
@@ -190,7 +190,7 @@ async def open_monitor(app, run_dir: Path, label: str, store_cpu: float | None):
 
 async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: float, seconds: float,
                         store_cpu: float) -> None:
-    from backend.series_summary import SAVE_EVERY_BYTES, summary_path
+    from backend.series.summary import SAVE_EVERY_BYTES, summary_path
     from tui.app import WorkbenchApp
 
     events_path = run_dir / "events.jsonl"

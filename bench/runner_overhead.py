@@ -23,11 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.command import PLUGIN_CALLBACK_NAME, build_launch  # noqa: E402
-from backend.hardware import detect_hardware  # noqa: E402
-from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.core.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.hardware.machine import detect_hardware  # noqa: E402
+from backend.launch.command import PLUGIN_CALLBACK_NAME, build_launch  # noqa: E402
+from backend.models.refs import resolve_model  # noqa: E402
 from backend.profile import load_profile, save_profile  # noqa: E402
-from backend.refs import resolve_model  # noqa: E402
 from backend.runs.lookup import find_run  # noqa: E402
 from backend.runs.status import refresh  # noqa: E402
 

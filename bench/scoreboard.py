@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scoreboard.py [--checkpoints 100] [--steps-per-checkpoint 100] [--repeat 5]
 
-A hand-made run folder in a temporary folder: events.jsonl written with backend.events' writer (a Log
+A hand-made run folder in a temporary folder: events.jsonl written with backend.contract.events' writer (a Log
 per step, an Eval and a Checkpoint per save: 10,000 steps by default) and 100 fake LoRA checkpoint
 folders (the files swift writes, small). Timed, best of --repeat:
 
@@ -29,11 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.events import EventWriter  # noqa: E402
-from backend.runs import checkpoint_stats, scoreboard_events  # noqa: E402
-from backend.runs.layout import RunFolder  # noqa: E402
-from backend.runs.scoreboard import scoreboard  # noqa: E402
-from backend.runs.scoreboard_text import text_lines  # noqa: E402
+from backend.checkpoints import saved_events as scoreboard_events
+from backend.checkpoints import stats as checkpoint_stats  # noqa: E402
+from backend.checkpoints.board_text import text_lines  # noqa: E402
+from backend.checkpoints.scoreboard import scoreboard  # noqa: E402
+from backend.contract.events import EventWriter  # noqa: E402
+from backend.rundir.layout import RunFolder  # noqa: E402
 
 TARGET_SECONDS = 0.100
 FILES = {"adapter_model.safetensors": 4096, "adapter_config.json": 600, "args.json": 9000, "optimizer.pt": 8192,

@@ -253,7 +253,7 @@ def finished_runs(workspace: Path) -> list[Path]:
 
 def start_live_run():
     """The quickstart made long (one log line per step, a checkpoint every 20 steps), one thread."""
-    from backend.paths import SHIPPED_PROFILES_DIR
+    from backend.core.paths import SHIPPED_PROFILES_DIR
     from backend.profile import load_profile
     from backend.runs.start import start_run
 
@@ -268,7 +268,7 @@ def start_live_run():
 
 def kept_live_run(workspace: Path) -> Path | None:
     """--keep: a stopped live run of an earlier run of the bench, with a checkpoint to chat with."""
-    from backend.runs.layout import RunFolder
+    from backend.rundir.layout import RunFolder
 
     for folder in sorted(workspace.glob("*-traffic-live-*"), reverse=True):
         run = RunFolder(folder)

@@ -57,10 +57,10 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="warm-answers-"))
     os.environ["WORKBENCH_CACHE_DIR"] = str(root / "cache")
 
-    from backend.demo.build import ensure_builtin_model
-    from backend.estimate.exact import exact_shape
+    from backend.data.swift_view import DataRequest, ask_report
+    from backend.models.demo.build import ensure_builtin_model
+    from backend.models.shape_exact import exact_shape
     from backend.oracle import runner
-    from backend.oracle.swift_data import DataRequest, ask_report
 
     tiny = ensure_builtin_model("tiny-qwen2")  # not timed: the app finds it built
     warm = hasattr(runner, "start_warm")

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.watch.alerts import Alert  # noqa: E402
+from backend.contract.alerts import Alert  # noqa: E402
 from backend.watch.sinks import Dispatcher, WebhookSink  # noqa: E402
 
 ALERT = Alert("failed", "CUDA out of memory", step=812, run_id="bench-run", id="bench")

@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.core.paths import SHIPPED_PROFILES_DIR  # noqa: E402
+from backend.models.refs import resolve_model  # noqa: E402
 from backend.profile import load_profile, save_profile  # noqa: E402
-from backend.refs import resolve_model  # noqa: E402
 from backend.runs.lookup import find_run  # noqa: E402
 from backend.runs.status import refresh  # noqa: E402
 from bench.runner_overhead import train_steps_per_second  # noqa: E402

@@ -29,8 +29,8 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def lifecycle_installed() -> None:
     """What the CLI and the TUI do as they start: the run registry's `run:` lookup and the
-    watch/output_dir validation rules registered with the floors below (backend.runs.startup)."""
-    from backend.runs.startup import install
+    watch/output_dir validation rules registered with the floors below (backend.cli.wiring)."""
+    from backend.cli.wiring import install
 
     install()
 
@@ -38,7 +38,7 @@ def lifecycle_installed() -> None:
 @pytest.fixture(scope="session")
 def tiny_model(workbench_home: Path) -> Path:
     """The embedded tiny Qwen2, built once per test session (about 5 s)."""
-    from backend.demo.build import ensure_builtin_model
+    from backend.models.demo.build import ensure_builtin_model
 
     return ensure_builtin_model("tiny-qwen2")
 
@@ -64,8 +64,8 @@ def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "runs"))
     yield tmp_path / "runs"
-    from backend.runs.layout import RunFolder
-    from backend.runs.process import run_processes, signal_processes
+    from backend.rundir.layout import RunFolder
+    from backend.rundir.process import run_processes, signal_processes
 
     workspace = tmp_path / "runs"
     for folder in workspace.iterdir() if workspace.is_dir() else ():

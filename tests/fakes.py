@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.hardware import GpuInfo, HardwareInfo
+from backend.hardware.machine import GpuInfo, HardwareInfo
 
 GIB = 2**30
 

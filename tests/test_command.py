@@ -13,9 +13,9 @@ import pytest
 import yaml
 from accelerate.commands.config.config_args import load_config_from_file
 
-from backend.command import build_launch
-from backend.hardware import HardwareInfo
-from backend.paths import REPO_DIR, SHIPPED_PROFILES_DIR, cache_dir
+from backend.core.paths import REPO_DIR, SHIPPED_PROFILES_DIR, cache_dir
+from backend.hardware.machine import HardwareInfo
+from backend.launch.command import build_launch
 from backend.profile import LaunchProfile, load_profile
 from tests.fakes import CPU_BOX, gpu_box
 

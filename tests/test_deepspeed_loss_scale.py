@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
+from backend.contract.events import read_all
 
 
 class FakeZeroOptimizer:

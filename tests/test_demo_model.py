@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from backend.demo.build import builtin_model_path, ensure_builtin_model, weights_sha256
-from backend.paths import BUILTIN_DATASETS
+from backend.core.paths import BUILTIN_DATASETS
+from backend.models.demo.build import builtin_model_path, ensure_builtin_model, weights_sha256
 
 
 @pytest.mark.slow
 def test_same_seed_gives_the_same_weights_and_tokenizer(tmp_path: Path, tiny_model: Path) -> None:
     other = tmp_path / "again"
-    subprocess.run([sys.executable, "-m", "backend.demo.build", "--name", "tiny-qwen2", "--out", str(other)],
+    subprocess.run([sys.executable, "-m", "backend.models.demo.build", "--name", "tiny-qwen2", "--out", str(other)],
                    check=True, capture_output=True)
     assert weights_sha256(other) == weights_sha256(tiny_model)
     assert (other / "tokenizer.json").read_text() == (tiny_model / "tokenizer.json").read_text()

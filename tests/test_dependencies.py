@@ -18,7 +18,7 @@ OURS = {"backend", "tui"}
 
 def _declared() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    # the eval extra too: backend/jobs/evaluate_worker.py imports EvalScope (the test extra installs it)
+    # the eval extra too: backend/evaluation/worker.py imports EvalScope (the test extra installs it)
     return [Requirement(line) for line in [*project["dependencies"], *project["optional-dependencies"]["eval"]]]
 
 

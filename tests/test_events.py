@@ -6,7 +6,7 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from backend.events import SCHEMA_VERSION, EventReader, EventWriter, read_all
+from backend.contract.events import SCHEMA_VERSION, EventReader, EventWriter, read_all
 
 
 def test_writer_lines_have_version_type_time_rank(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from backend.events import (
+from backend.contract.events import (
     Checkpoint,
     CudaMemory,
     EventReader,
@@ -23,7 +23,7 @@ from backend.events import (
     make_event,
     read_events,
 )
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from backend.runs.memory_report import measured_peaks
 from backend.runs.status import last_log_event
 from backend.runs.verdict import read_evidence

@@ -8,7 +8,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
-from backend.swift_schema import SwiftSchema, require_schema
+from backend.launch.swift_schema import SwiftSchema, require_schema
 from tui.profile_fields import field_spec
 from tui.widgets.extra_args_editor import ExtraArgsEditor
 

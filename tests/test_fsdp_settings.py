@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from backend import launcher_config
-from backend.estimate.exact import exact_shape
-from backend.export.torchrun import swift_fsdp_config
-from backend.launcher_config import detect_decoder_layer, fsdp_block
+from backend.launch import launcher_config
+from backend.launch.launcher_config import detect_decoder_layer, fsdp_block
+from backend.launchers.torchrun import swift_fsdp_config
+from backend.models.shape_exact import exact_shape
 from backend.profile import LaunchProfile
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from backend.command import build_launch
-from backend.importer import ImportError_, import_script
-from backend.swift_schema import SwiftSchema, require_schema, swift_parse
+from backend.importing.swift_flags import ImportError_, import_script
+from backend.launch.command import build_launch
+from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
 from tests.fakes import gpu_box
 
 # the workbench passes its own value for these (run folder, event plugin, logging): not compared

@@ -8,7 +8,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Button, Static, TextArea
 
-from backend.swift_schema import SwiftSchema, require_schema
+from backend.launch.swift_schema import SwiftSchema, require_schema
 from tui.widgets.import_dialog import ImportCommandScreen
 
 

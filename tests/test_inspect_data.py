@@ -1,4 +1,4 @@
-"""The first look at a dataset (backend/inspect_data.py): facts of the file, no format rules — records,
+"""The first look at a dataset (backend/data/first_look.py): facts of the file, no format rules — records,
 lines that are not JSON with their line numbers, top-level key sets, raw lengths and a raw preview.
 
 What swift keeps of the file is swift's own report (tests/tui/test_dataset_tab.py shows it on the Data tab)."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import backend.data_records as data_records
-from backend.inspect_data import inspect_ref, looks_like_dataset, parse_ref, scan_dataset
-from backend.paths import BUILTIN_DATASETS
+import backend.data.records as data_records
+from backend.core.paths import BUILTIN_DATASETS
+from backend.data.first_look import inspect_ref, looks_like_dataset, parse_ref, scan_dataset
 from tui.widgets.dataset_details import report_text
 
 SHIPPED = BUILTIN_DATASETS["self-cognition"]

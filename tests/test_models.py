@@ -1,4 +1,4 @@
-"""Model discovery and description from config.json alone (backend/models.py)."""
+"""Model discovery and description from config.json alone (backend/models/registry.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.models import (
+from backend.models.registry import (
     builtin_info,
     describe_source,
     discover_models,
@@ -165,7 +165,7 @@ def test_inference_waits_for_the_registry_and_respects_the_profile(tiny_model: P
 
 @pytest.fixture(scope="session")
 def swift_registry(workbench_home: Path) -> dict:
-    from backend.models import build_swift_registry, load_swift_registry
+    from backend.models.registry import build_swift_registry, load_swift_registry
 
     return load_swift_registry() or build_swift_registry()
 

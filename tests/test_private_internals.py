@@ -29,10 +29,10 @@ def _keywords(function: object) -> set[str]:
 
 
 def test_swift_row_preprocessor_batched_preprocess() -> None:
-    """backend/oracle/swift_data_drops.py wraps it to name each row swift drops."""
+    """backend/data/swift_view_drops.py wraps it to name each row swift drops."""
     assert {"batched_row", "strict", "ignore_max_length_error"} <= _keywords(RowPreprocessor.batched_preprocess), (
         "ms-swift changed RowPreprocessor.batched_preprocess(self, batched_row, *, strict, ignore_max_length_error) "
-        "(swift/dataset/preprocessor/core.py): update observe_preprocessor in backend/oracle/swift_data_drops.py")
+        "(swift/dataset/preprocessor/core.py): update observe_preprocessor in backend/data/swift_view_drops.py")
     assert callable(getattr(RowPreprocessor, "batched_to_rows", None)) and callable(
         getattr(RowPreprocessor, "rows_to_batched", None)), (
         "ms-swift removed RowPreprocessor.batched_to_rows / rows_to_batched, which observe_preprocessor uses")
@@ -42,10 +42,10 @@ def test_swift_row_preprocessor_batched_preprocess() -> None:
 
 
 def test_swift_template_prepare_generate_kwargs() -> None:
-    """backend/jobs/chat_worker.py (install_stop) wraps it to add a stopping criterion."""
+    """backend/chat/worker.py (install_stop) wraps it to add a stopping criterion."""
     assert _keywords(Template.prepare_generate_kwargs) == {"self", "generate_kwargs", "model"}, (
         "ms-swift changed Template.prepare_generate_kwargs(self, generate_kwargs, *, model=None) "
-        "(swift/template/base.py): update install_stop in backend/jobs/chat_worker.py")
+        "(swift/template/base.py): update install_stop in backend/chat/worker.py")
     assert "stopping_criteria" in inspect.getsource(Template.prepare_generate_kwargs), (
         "ms-swift's Template.prepare_generate_kwargs no longer builds generate_kwargs['stopping_criteria'], "
         "which install_stop appends to: a stopped chat answer would go on generating")
@@ -71,7 +71,7 @@ def test_swift_registries() -> None:
         "adds workbench_events to)")
     assert "qwen2" in MODEL_MAPPING and "qwen" in TEMPLATE_MAPPING, (
         "ms-swift moved MODEL_MAPPING / TEMPLATE_MAPPING (swift.model.register / swift.template.register), which "
-        "backend/oracle/swift_data_child.py and swift_registry.py read")
+        "backend/data/swift_view_child.py and swift_registry.py read")
     assert _keywords(get_matched_model_types) == {"architectures"}, (
         "ms-swift changed get_matched_model_types(architectures) (swift.model.model_meta)")
     groups, _ = calculate_matched_group([(0, 3), (1, 2), (2, 4)], 5, is_finished=True)
@@ -123,7 +123,7 @@ def test_argparse_actions() -> None:
 
 
 def test_swift_eval_lists_opencompass_and_calls_evaltype_service() -> None:
-    """backend/jobs/evaluate_worker.py replaces EvalArguments.list_eval_dataset (it imports OpenCompass, an extra
+    """backend/evaluation/worker.py replaces EvalArguments.list_eval_dataset (it imports OpenCompass, an extra
     that would pin numpy 1.x, even for EvalScope's Native back end), and the eval extra pins evalscope below 1.11
     (ms-swift's get_native_task_cfg uses EvalType.SERVICE, which evalscope 1.11 removed)."""
     from evalscope.api.registry import BENCHMARK_REGISTRY
@@ -133,10 +133,10 @@ def test_swift_eval_lists_opencompass_and_calls_evaltype_service() -> None:
 
     assert isinstance(inspect.getattr_static(EvalArguments, "list_eval_dataset"), staticmethod), (
         "ms-swift changed EvalArguments.list_eval_dataset (swift/arguments/eval_args.py), a staticmethod that "
-        "run_swift_eval in backend/jobs/evaluate_worker.py replaces")
+        "run_swift_eval in backend/evaluation/worker.py replaces")
     assert "list_eval_dataset(self.eval_backend)" in inspect.getsource(EvalArguments._init_eval_dataset), (
         "ms-swift's EvalArguments._init_eval_dataset no longer checks --eval_dataset through list_eval_dataset: "
-        "review run_swift_eval in backend/jobs/evaluate_worker.py (it may not be needed any more)")
+        "review run_swift_eval in backend/evaluation/worker.py (it may not be needed any more)")
     assert {"general_qa", "general_mcq"} <= set(BENCHMARK_REGISTRY), "EvalScope renamed its local benchmarks"
     assert "EvalType.SERVICE" in inspect.getsource(SwiftEval.get_native_task_cfg) and hasattr(EvalType, "SERVICE"), (
         "ms-swift or EvalScope changed EvalType.SERVICE: review the evalscope range of the eval extra "

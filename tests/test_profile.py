@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile, profile_to_toml, save_profile
 
 SHIPPED = sorted(SHIPPED_PROFILES_DIR.glob("*.toml"))

@@ -1,4 +1,4 @@
-"""backend/refs.py: the one resolver of model and dataset references, against cache layouts built by hand."""
+"""backend/models/refs.py: the one resolver of model and dataset references, against cache layouts built by hand."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.paths import BUILTIN_DATASETS
-from backend.refs import dataset_ref, model_config_dir, resolve_dataset, resolve_model, resolve_model_ref
+from backend.core.paths import BUILTIN_DATASETS
+from backend.models.refs import dataset_ref, model_config_dir, resolve_dataset, resolve_model, resolve_model_ref
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64}
 
@@ -90,9 +90,9 @@ def test_dataset_references(tmp_path: Path) -> None:
 
 def test_validation_names_a_run_reference_without_a_merged_model(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.hardware import detect_hardware
+    from backend.hardware.machine import detect_hardware
+    from backend.launch.validate import validate
     from backend.profile import LaunchProfile
-    from backend.validate import validate
 
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "runs"))

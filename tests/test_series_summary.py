@@ -15,16 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backend import series_summary
 from backend.series import ColumnReader, MetricsStore, load_store
-from backend.series_summary import (
-    Rejected,
-    Restored,
-    SummaryKeeper,
-    load_run_store,
-    load_summary,
-    summary_path,
-)
+from backend.series import summary as series_summary
+from backend.series.summary import Rejected, Restored, SummaryKeeper, load_run_store, load_summary, summary_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "events"
 NAMES = ("quickstart-short", "cpu-fp16-overflow", "diverged-lr")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from backend.command import build_launch
-from backend.managed_flags import managed_flags
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.launch.command import build_launch
+from backend.launch.managed_flags import managed_flags
+from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
+from backend.launch.validate import validate
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile
-from backend.swift_schema import SwiftSchema, require_schema, swift_parse
-from backend.validate import validate
 from tests.fakes import CPU_BOX, gpu_box
 
 SHIPPED = sorted(p.stem for p in SHIPPED_PROFILES_DIR.glob("*.toml"))
@@ -145,7 +145,7 @@ def test_secret_env_is_taken_at_launch_and_never_shown(tmp_path: Path, monkeypat
     assert plan.env["HF_TOKEN"] == "hf_very_secret" and plan.env["NCCL_DEBUG"] == "INFO"
     assert 'HF_TOKEN="$HF_TOKEN"' in plan.shell_line() and "hf_very_secret" not in plan.shell_line()
     assert plan.as_json()["env"]["HF_TOKEN"] == "***"
-    from backend.runs.layout import RunFolder
+    from backend.rundir.layout import RunFolder
     from backend.runs.start import write_run_files
 
     run = RunFolder(tmp_path)
@@ -261,7 +261,7 @@ def test_task_pt_runs_swift_pt(tmp_path: Path) -> None:
 
 
 def test_form_help_comes_from_swift(schema: SwiftSchema) -> None:
-    from backend.swift_schema import key_help
+    from backend.launch.swift_schema import key_help
 
     text = key_help("training.learning_rate", schema, managed_flags())
     assert text.startswith("swift --learning_rate (default None): The learning rate.")

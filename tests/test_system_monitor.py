@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.hardware import query_hardware
-from backend.runs.process import RUN_MARKER_ENV
-from backend.system_monitor import SystemMonitor, SystemSample
+from backend.hardware.machine import query_hardware
+from backend.hardware.monitor import SystemMonitor, SystemSample
+from backend.rundir.process import RUN_MARKER_ENV
 from backend.watch.probes import GpuReader
 from tests.nvitop_fake import READINGS, fake_nvitop
 
@@ -163,7 +163,7 @@ def test_the_watchdogs_gpu_reader_uses_the_same_adapter(no_fake_switch: None, mo
 
 def test_no_nvml_is_one_line_of_ours_and_nothing_on_stderr() -> None:
     """nvitop logs a coloured banner when NVML is missing; over a TUI that would be garbage on the screen."""
-    code = "from backend.hardware import query_hardware; print(query_hardware().describe())"
+    code = "from backend.hardware.machine import query_hardware; print(query_hardware().describe())"
     env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_FAKE_NO_GPU"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
                           cwd=Path(__file__).resolve().parents[1])

@@ -1,4 +1,4 @@
-"""backend.tail: the one reader of growing files, and the readers built on it (events, `logs -f`)."""
+"""backend.core.tail: the one reader of growing files, and the readers built on it (events, `logs -f`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.events import EventReader
-from backend.tail import Tail, first_lines, last_lines, lines_before, mark
+from backend.contract.events import EventReader
+from backend.core.tail import Tail, first_lines, last_lines, lines_before, mark
 
 LOG = '{"v":1,"type":"log","time":1.0,"rank":0,"step":%d}\n'
 
@@ -109,7 +109,7 @@ def test_logs_follow_prints_a_character_split_across_two_writes(tmp_path: Path, 
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """`workbench logs -f`: the trainer's two writes split "é" (0xC3 0xA9); it is printed whole, once."""
     from backend.cli import runs as cli_runs
-    from backend.runs.layout import RunFolder
+    from backend.rundir.layout import RunFolder
 
     folder = RunFolder(tmp_path / "run")
     folder.path.mkdir()

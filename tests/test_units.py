@@ -1,12 +1,12 @@
-"""Sizes and durations are written one way everywhere (backend.units), and one hub-id rule decides what is an id."""
+"""Sizes and durations are written one way everywhere (backend.core.units), and one hub-id rule decides what is an id."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from backend.hardware import HardwareInfo
-from backend.refs import resolve_model_ref
-from backend.units import GIB, MIB, duration, gib, size
+from backend.core.units import GIB, MIB, duration, gib, size
+from backend.hardware.machine import HardwareInfo
+from backend.models.refs import resolve_model_ref
 from tui.screens.launch_support import hardware_line
 from tui.widgets import units as tui_units
 

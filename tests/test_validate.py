@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.launch.validate import Problem, errors, validate
 from backend.profile import LaunchProfile, load_profile
-from backend.validate import Problem, errors, validate
 from tests.fakes import CPU_BOX, TURING_BOX, gpu_box
 
 
@@ -66,7 +66,7 @@ def test_fsdp_qlora_storage_must_match_compute_dtype() -> None:
 
 
 def test_qlora_without_bitsandbytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import backend.validate.precision as module  # where the QLoRA rule looks for bitsandbytes
+    import backend.launch.validate.precision as module  # where the QLoRA rule looks for bitsandbytes
 
     monkeypatch.setattr(module, "installed", lambda name: name != "bitsandbytes")
     problem = _find(validate(_profile(tuner={"type": "qlora"}), gpu_box()), "tuner.type")

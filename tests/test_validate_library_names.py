@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.estimate.exact import cached_answer, exact_shape
-from backend.estimate.formula import read_config
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import validate
+from backend.models.shape_exact import cached_answer, exact_shape
+from backend.models.shape_formula import read_config
 from backend.profile import LaunchProfile
-from backend.validate import validate
 
 NO_GPU = HardwareInfo(nvml_error="none")
 

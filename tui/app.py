@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
 from tui.messages import ChatRequested
 from tui.safe import shown_as_is
 from tui.terminal_gone import exit_when_the_terminal_is_gone
@@ -49,7 +49,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         `low_bandwidth`: the monitor draws sparklines instead of braille plots (key b toggles it);
         `alert_seconds`: how often the toaster looks for new alerts of any run."""
         super().__init__()
-        from backend.runs.startup import install
+        from backend.cli.wiring import install
 
         install()  # the lifecycle floor's lookups and rules, registered with the floors below
         self.profile_path = Path(profile_path) if profile_path is not None else None
@@ -126,7 +126,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     def open_chat(self, target, compare: bool = False) -> None:
         """Chat with a run (its newest checkpoint), a checkpoint or model folder, or a ModelTarget."""
-        from backend.jobs.targets import TargetError
+        from backend.checkpoints.targets import TargetError
         from tui.screens.chat import ChatScreen
 
         try:

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.runs.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
-from backend.runs.layout import RunFolder, RunState
+from backend.core.tail import Tail, mark
+from backend.rundir.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
+from backend.rundir.layout import RunFolder, RunState
 from backend.runs.status import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
-from backend.series_summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
-from backend.tail import Tail, mark
+from backend.series.summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
 
 LOG_LINES_KEPT = 400
 LOG_START_BYTES = 64 * 1024  # a first look at a long log starts this far from its end
@@ -117,7 +117,7 @@ class RunFeed:
              report_every: float = 0.5) -> bool:
         """Read events to the end of the file (a long backlog whole, `report(fraction read)` every
         `report_every` s meanwhile), then the new log lines and the state once. True if anything changed.
-        Ends: every turn either consumes bytes or is the last (backend.tail never spins)."""
+        Ends: every turn either consumes bytes or is the last (backend.core.tail never spins)."""
         changed, last_report = False, 0.0  # the first report comes after the first batch
         while not (cancelled and cancelled()):
             changed = self.read_events() or changed
@@ -147,7 +147,7 @@ class RunFeed:
 
     def read_events(self, max_bytes: int = BATCH_BYTES) -> bool:
         """At most `max_bytes` of new events into the store; True if it held any (or damaged lines).
-        The first read restores the run's events summary (backend.series_summary) when it is valid."""
+        The first read restores the run's events summary (backend.series.summary) when it is valid."""
         if self.reader is None:
             self.reader, self.start = restore_or_read(self.run.events_path, self.store)
             if self.reader.offset:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from backend.paths import BUILTIN_SWIFT_TYPES, SHIPPED_PROFILES_DIR, is_builtin, looks_local
+from backend.core.paths import BUILTIN_SWIFT_TYPES, SHIPPED_PROFILES_DIR, is_builtin, looks_local
 from backend.profile import LaunchProfile, ProfileError, load_profile, profile_to_toml, save_profile
 from tui.command_text import display_path
 from tui.profile_fields import get_value, is_visible, set_value

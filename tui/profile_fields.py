@@ -113,7 +113,7 @@ def format_value(spec: FieldSpec, value: Any) -> str:
     if spec.kind == "int_list":
         return ",".join(str(v) for v in value)
     if spec.kind == "mapping":  # extra_swift_args (#11): values kept as typed
-        from backend.swift_schema import format_extra_text
+        from backend.launch.swift_schema import format_extra_text
 
         return format_extra_text(value)
     if spec.kind == "number" and isinstance(value, float):
@@ -148,7 +148,7 @@ def parse_text(spec: FieldSpec, text: str) -> Any:
 def _parse_mapping(text: str, env: bool = False) -> dict[str, Any]:
     """extra_swift_args (#11): one parser, swift's schema types the values; no comma splitting.
     env: NAME=value words, every value a string (a secret's name with an empty value)."""
-    from backend.swift_schema import load_schema, parse_extra_text
+    from backend.launch.swift_schema import load_schema, parse_extra_text
 
     if env:
         return {k: str(v) if not isinstance(v, bool) else ("true" if v else "false")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from backend.safe_text import visible
+from backend.core.safe_text import visible
 
 
 def shown_as_is(value: object) -> str:

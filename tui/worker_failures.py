@@ -21,7 +21,7 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from backend.paths import data_dir
+from backend.core.paths import data_dir
 
 RETRY_KEY = "ctrl+r"
 logger = logging.getLogger("workbench.tui")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def full_app() -> typer.Typer:
     """The Typer app with every sub-command registered; tests drive this one."""
     from backend.cli.app import full_app as build
-    from backend.runs.startup import install
+    from backend.cli.wiring import install
 
     install()  # the lifecycle floor's lookups and rules, registered with the floors below
     return build()
@@ -57,7 +57,7 @@ def main() -> None:
     if options is None:
         full_app()()
         return
-    from backend.paths import SHIPPED_PROFILES_DIR
+    from backend.core.paths import SHIPPED_PROFILES_DIR
     from tui.app import run_app
 
     options["profile_path"] = options["profile_path"] or SHIPPED_PROFILES_DIR / "quickstart.toml"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit
-from backend.fs import LockTimeout
+from backend.core.fs import LockTimeout
 
 
 def checkpoints(
@@ -26,9 +26,9 @@ def checkpoints(
 ) -> None:
     """Each checkpoint of a run: train loss at the save and its EMA, eval loss, size, complete or not,
     pinned or not; the best by the profile's metric (training.metric_for_best_model, default eval loss)."""
-    from backend.runs.pins import PinRefused, pin, unpin
-    from backend.runs.scoreboard import scoreboard
-    from backend.runs.scoreboard_text import text_lines
+    from backend.checkpoints.board_text import text_lines
+    from backend.checkpoints.pins import PinRefused, pin, unpin
+    from backend.checkpoints.scoreboard import scoreboard
 
     run = find_run_or_exit(run_ref)
     for step, act in ((pin_step, pin), (unpin_step, unpin)):

@@ -8,10 +8,10 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.core.safe_text import visible_lines
 from backend.profile import LaunchProfile, ProfileError, load_profile
-from backend.runs.layout import RunFolder
-from backend.safe_text import visible_lines
+from backend.rundir.layout import RunFolder
 
 # soft wrap: a long path or command is printed on one line, so it can be copied as is
 console = Console(soft_wrap=True)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from backend.cli.common import console, err_console, fail, load_or_exit, resolve_profile_path
-from backend.paths import BUILTIN_SWIFT_TYPES, is_builtin
+from backend.core.paths import BUILTIN_SWIFT_TYPES, is_builtin
 
 data_app = typer.Typer(help="Inspect datasets with ms-swift's own loader and template.", no_args_is_help=True)
 
@@ -43,8 +43,8 @@ def _is_profile(target: str) -> bool:
 def build_request(target: str, *, model: str | None, template: str | None, max_length: int | None,
                   sample_limit: int | None) -> Any:
     """The swift_data request for a profile, or for one dataset read with a model."""
-    from backend.oracle.swift_data import DEFAULT_SAMPLE_LIMIT, DataRequest, request_for
-    from backend.refs import resolve_dataset, resolve_model
+    from backend.data.swift_view import DEFAULT_SAMPLE_LIMIT, DataRequest, request_for
+    from backend.models.refs import resolve_dataset, resolve_model
 
     limit = sample_limit or DEFAULT_SAMPLE_LIMIT
     if _is_profile(target):
@@ -73,9 +73,9 @@ def build_request(target: str, *, model: str | None, template: str | None, max_l
 
 def _refuse_hostile(refs: list[str], base_dir: Path) -> None:
     """Exit 2 before swift (or the cache key's read) opens a FIFO, a symlink loop, a line too long or a row
-    nested too deep (backend/data_files.py)."""
-    from backend.data_files import hostile_dataset
-    from backend.refs import local_path
+    nested too deep (backend/data/files.py)."""
+    from backend.data.files import hostile_dataset
+    from backend.models.refs import local_path
 
     problem = hostile_dataset([str(local_path(ref.partition("#")[0], base_dir).absolute()) for ref in refs])
     if problem:
@@ -108,8 +108,8 @@ def inspect(
     """Rows, rows swift drops and why, token lengths, truncation, trained tokens and steps per epoch.
 
     Exit 1 when a dataset cannot be read or keeps no row."""
-    from backend.data_view import report_text
-    from backend.oracle.swift_data import ask_report
+    from backend.data.swift_view import ask_report
+    from backend.data.view import report_text
 
     request = build_request(target, model=model, template=template, max_length=max_length,
                             sample_limit=sample_limit)
@@ -137,8 +137,8 @@ def show(
                                                                               "not a terminal).")] = None,
 ) -> None:
     """One row exactly as the template renders it, the trained tokens (labels != -100) highlighted."""
-    from backend.data_view import row_text
-    from backend.oracle.swift_data import ask_row
+    from backend.data.swift_view import ask_row
+    from backend.data.view import row_text
 
     request = build_request(target, model=model, template=template, max_length=max_length, sample_limit=None)
     answer = _ask(lambda: ask_row(request, row, dataset=dataset - 1, progress=_progress))

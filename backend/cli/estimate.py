@@ -20,6 +20,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from backend.core.units import GIB
 from backend.estimate import (
     ConfigError,
     EstimateRequest,
@@ -29,7 +30,6 @@ from backend.estimate import (
     estimate,
     render_table,
 )
-from backend.units import GIB
 
 
 class Tuner(str, Enum):
@@ -136,7 +136,7 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
 
     The shape comes from transformers itself (one child process the first time, announced on
     stderr; cached afterwards), or from the formula with `--formula`."""
-    from backend.estimate.exact import cached_shape, exact_shape
+    from backend.models.shape_exact import cached_shape, exact_shape
 
     def announce(line: str) -> None:
         typer.echo(f"workbench estimate: {line}", err=True)

@@ -31,7 +31,7 @@ def evaluate(
 ) -> None:
     """Evaluate a checkpoint and its base model with `swift eval` on a local dataset (offline), as a job."""
     from backend.cli.jobs import _follow_job
-    from backend.jobs.evaluate import EvalRefused, EvalSettings, start_eval
+    from backend.evaluation.job import EvalRefused, EvalSettings, start_eval
 
     if best and checkpoint is not None:
         fail("--best and --checkpoint choose the same thing: pass one of them")

@@ -10,10 +10,10 @@ import typer
 from rich.markup import escape
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.hardware import detect_hardware
+from backend.core.safe_text import visible
+from backend.hardware.machine import detect_hardware
+from backend.launch.validate import Problem, validate
 from backend.profile import LaunchProfile
-from backend.safe_text import visible
-from backend.validate import Problem, validate
 
 export_app = typer.Typer(
     help="Write launches for other engines: a SLURM batch script, or a plain torchrun script.",
@@ -46,7 +46,7 @@ def slurm(
     workspace: Annotated[Path | None, typer.Option(help="Where the run folder goes (shared by all nodes).")] = None,
 ) -> None:
     """Write an sbatch script (and its run folder) that trains PROFILE on a SLURM allocation."""
-    from backend.export import slurm as slurm_export
+    from backend.launchers import slurm as slurm_export
     from backend.runs.errors import LaunchRefused
 
     loaded, path = load_or_exit(profile)
@@ -78,9 +78,9 @@ def torchrun(
                                                  "preview folder).")] = None,
 ) -> None:
     """Print (or write) a bash script that starts PROFILE's training with plain torchrun."""
-    from backend.export.shell import write_script
-    from backend.export.torchrun import export_torchrun
-    from backend.runs.layout import preview_dir
+    from backend.launchers.shell import write_script
+    from backend.launchers.torchrun import export_torchrun
+    from backend.rundir.layout import preview_dir
 
     loaded, path = load_or_exit(profile)
     folder = (run_dir or preview_dir(loaded.name) / "torchrun").resolve()
@@ -101,8 +101,8 @@ def torchrun(
 
 def show_nodes(profile: LaunchProfile, path: Path, folder: Path, node: int | None) -> None:
     """`workbench show --node K / --all-nodes`: machine K's (or every machine's) exact command."""
-    from backend.command import FlagLikeValue
-    from backend.nodes import check_node, check_rank, node_commands, render_node_commands
+    from backend.launch.command import FlagLikeValue
+    from backend.launch.nodes import check_node, check_rank, node_commands, render_node_commands
 
     if node is not None:
         try:

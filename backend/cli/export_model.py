@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from backend.cli.common import console, fail, find_run_or_exit
+from backend.core.safe_text import visible_lines
 from backend.jobs.job import JobFolder
-from backend.safe_text import visible_lines
 
 FORMAT_HELP = ("merged (16-bit, the merge job), ollama (a Modelfile with the training template), gguf (needs "
                "llama.cpp's converter), bnb-4bit | awq | gptq (need a GPU)")
@@ -29,8 +29,8 @@ def export_model(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and the parity report as JSON.")] = False,
 ) -> None:
     """Export a run's checkpoint to a format people serve, then check it answers like the trained checkpoint."""
-    from backend.jobs.export_model import ExportFailed, ExportRefused, plan_export, run_export
-    from backend.jobs.parity import describe
+    from backend.ship.export_model import ExportFailed, ExportRefused, plan_export, run_export
+    from backend.ship.parity import describe
 
     if best and checkpoint is not None:
         fail("--best and --checkpoint choose the checkpoint both; pass one of them")

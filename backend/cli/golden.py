@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from backend.cli.common import console, fail, find_run_or_exit
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 
 
 def golden(
@@ -22,8 +22,8 @@ def golden(
 ) -> None:
     """Answer the run's golden prompts ([eval] prompts) greedily as a tracked job: by default the base model
     and every complete checkpoint without answers yet; one at a time per run."""
-    from backend.fs import LockTimeout
-    from backend.jobs.golden_job import GoldenRefused, start_golden
+    from backend.core.fs import LockTimeout
+    from backend.golden.job import GoldenRefused, start_golden
     from backend.jobs.job import wait_job
 
     run = find_run_or_exit(run_ref)
@@ -50,8 +50,8 @@ def golden(
 
 def golden_view(run: RunFolder, prompt: int | None, as_json: bool) -> None:
     """The per-prompt view of the golden answers (text, or JSON)."""
-    from backend.runs.golden import read_golden, similarity, view_lines
-    from backend.runs.scoreboard import scoreboard
+    from backend.checkpoints.scoreboard import scoreboard
+    from backend.golden.answers import read_golden, similarity, view_lines
 
     found = read_golden(run, scoreboard(run).gone_steps)
     if prompt is not None and found.sets and not 1 <= prompt <= found.count:

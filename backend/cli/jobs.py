@@ -11,11 +11,11 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from backend.chat.client import ChatClient
+from backend.chat.protocol import ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable
+from backend.checkpoints.targets import TargetError, resolve_target
 from backend.cli.common import console, err_console, fail, find_run_or_exit
-from backend.jobs.chat import ChatClient
-from backend.jobs.chat_protocol import ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable
 from backend.jobs.job import JobFolder, list_jobs, refresh_job
-from backend.jobs.targets import TargetError, resolve_target
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")]
 CheckpointOpt = Annotated[int | None, typer.Option("--checkpoint", "-c", help="Checkpoint step (default: the best, "
@@ -37,7 +37,7 @@ def merge(
     detach: DetachOpt = False,
 ) -> None:
     """Merge a LoRA checkpoint into its base model (swift export --merge_lora) as a new model folder."""
-    from backend.jobs.merge import MergeRefused, start_merge
+    from backend.merge.job import MergeRefused, start_merge
 
     run = find_run_or_exit(run_ref)
     try:
@@ -71,7 +71,7 @@ def infer(
     detach: DetachOpt = False,
 ) -> None:
     """Answer every row of a dataset with a checkpoint, into a results jsonl (prompt / reference / answer)."""
-    from backend.jobs.batch_infer import InferRefused, InferSettings, start_infer
+    from backend.inference.batch import InferRefused, InferSettings, start_infer
 
     run = find_run_or_exit(run_ref)
     settings = InferSettings(max_new_tokens=max_new_tokens, temperature=temperature, limit=limit)
@@ -89,7 +89,7 @@ def infer(
 
 
 def _print_results(path: Path, rows: int) -> None:
-    from backend.jobs.batch_infer import read_results
+    from backend.inference.batch import read_results
 
     results = read_results(path)
     table = Table("#", "prompt", "reference", "answer", show_lines=True)

@@ -10,13 +10,13 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.command import FlagLikeValue, LaunchPlan, build_launch, redact_words
-from backend.hardware import detect_hardware
-from backend.safe_text import visible
-from backend.validate import errors, validate
+from backend.core.safe_text import visible
+from backend.hardware.machine import detect_hardware
+from backend.launch.command import FlagLikeValue, LaunchPlan, build_launch, redact_words
+from backend.launch.validate import errors, validate
 
 if TYPE_CHECKING:
-    from backend.swift_schema import SwiftSchema
+    from backend.launch.swift_schema import SwiftSchema
 
 
 def show(
@@ -35,7 +35,7 @@ def show(
 
     The config files the line points at are written, so the line runs as printed. Secrets are shown as ***.
     """
-    from backend.runs.layout import preview_dir
+    from backend.rundir.layout import preview_dir
 
     loaded, path = load_or_exit(profile)
     folder = (run_dir or preview_dir(loaded.name)).resolve()
@@ -77,7 +77,7 @@ def print_explanation(plan: LaunchPlan) -> None:
         console.print(visible(f"--{flag.name} {value}  <- {source}"), highlight=False, markup=False, soft_wrap=True)
     for word in redact_words(plan.extra):
         console.print(visible(f"{word}  <- extra_swift_args"), highlight=False, markup=False, soft_wrap=True)
-    from backend.managed_flags import managed_flags
+    from backend.launch.managed_flags import managed_flags
 
     passed = {flag.name for flag in plan.flags}
     unset = sorted({key for name, key in managed_flags().items()
@@ -104,7 +104,7 @@ def demo_model(
     name: Annotated[str, typer.Option(help="Which built-in model to build.")] = "tiny-qwen2",
 ) -> None:
     """Build the embedded tiny model offline (cached; seconds)."""
-    from backend.demo.build import BUILTIN_MODELS, builtin_model_path, ensure_builtin_model
+    from backend.models.demo.build import BUILTIN_MODELS, builtin_model_path, ensure_builtin_model
 
     if name not in BUILTIN_MODELS:
         fail(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
@@ -141,8 +141,8 @@ def schema(
 
 def _swift_schema_or_exit() -> SwiftSchema:
     """swift's argument schema (asked once per swift version, with a progress line), or exit 2 saying why."""
+    from backend.launch.swift_schema import require_schema
     from backend.oracle import OracleError
-    from backend.swift_schema import require_schema
 
     try:
         return require_schema(progress=lambda text: err_console.print(text, style="dim", markup=False,
@@ -152,8 +152,8 @@ def _swift_schema_or_exit() -> SwiftSchema:
 
 
 def swift_schema_listing(prefix: str | None, command: str) -> None:
-    from backend.managed_flags import managed_flags
-    from backend.swift_schema import COMMANDS, SECRET_ENV, is_secret_name
+    from backend.launch.managed_flags import managed_flags
+    from backend.launch.swift_schema import COMMANDS, SECRET_ENV, is_secret_name
 
     if command not in COMMANDS:
         fail(f"unknown swift command {command!r}; use one of {', '.join(COMMANDS)}")
@@ -185,7 +185,7 @@ def import_command(
     """Turn a `swift sft|pt` command or script into a profile; exit 2 (nothing written) when it cannot be carried."""
     import sys
 
-    from backend.importer import ImportError_, import_script
+    from backend.importing.swift_flags import ImportError_, import_script
     from backend.profile import profile_to_toml, save_profile
 
     if source == "-":

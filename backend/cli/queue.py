@@ -15,6 +15,7 @@ import psutil
 import typer
 
 from backend.cli.common import console, fail, load_or_exit
+from backend.core.safe_text import visible
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.admission import reasons
@@ -28,7 +29,6 @@ from backend.queue.store import (
     read_queue,
 )
 from backend.queue.sweep import SweepError
-from backend.safe_text import visible
 
 queue_app = typer.Typer(help="Runs that wait their turn: started one after another by the queue keeper.",
                         invoke_without_command=True, no_args_is_help=False)
@@ -102,7 +102,7 @@ def add(
 
 def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: int, hold: bool, time_limit: str,
                partition: str | None, account: str | None) -> None:
-    from backend.export.slurm import SlurmOptions
+    from backend.launchers.slurm import SlurmOptions
     from backend.queue.slurm import SlurmRefused, submit_profiles
 
     for given, option in ((gpus != "auto", "--gpus (SLURM gives each job its GPUs: the profile's nproc_per_node)"),

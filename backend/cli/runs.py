@@ -15,20 +15,20 @@ from rich.table import Table
 from rich.text import Text
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
-from backend.events import Event, EventReader, Log, RunBegin, RunEnd
+from backend.contract.events import Event, EventReader, Log, RunBegin, RunEnd
+from backend.core.safe_text import visible
+from backend.core.tail import Tail, last_lines
+from backend.core.units import duration
+from backend.rundir.layout import RunFolder
 from backend.runs import index
 from backend.runs.delete import delete_run
 from backend.runs.errors import LaunchRefused, RunNotFound
-from backend.runs.layout import RunFolder
 from backend.runs.lookup import find_run
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run_result
 from backend.runs.summaries import SummaryCache, summarize
-from backend.safe_text import visible
-from backend.tail import Tail, last_lines
-from backend.units import duration
 
 
 def run(
@@ -140,7 +140,7 @@ def runs() -> None:
                      _age(s.elapsed_seconds), _age(time.time() - s.state.created_at)))
         if s.state.status in ("damaged", "unknown") or (s.state.failure_reason or "").startswith("damaged"):
             notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
-        if s.attempt:  # an OOM retry of the queue, linked both ways (backend/queue/links.py)
+        if s.attempt:  # an OOM retry of the queue, linked both ways (backend/runs/attempts.py)
             notes.append(f"{visible(folder.run_id)}: {s.attempt}")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from backend.cli.common import console, fail, find_run_or_exit
-from backend.safe_text import visible
+from backend.core.safe_text import visible
 
 
 def save(

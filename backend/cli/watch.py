@@ -62,8 +62,8 @@ def watch(
 ) -> None:
     """Wait for a run and print its alerts; the exit code says how it went (for scripts and CI):
     0 finished, 1 failed, 3 stopped, 4 an alert (with --until alert), 5 timed out, 2 bad input."""
+    from backend.contract.alerts import AlertReader
     from backend.runs.status import refresh
-    from backend.watch.alerts import AlertReader
 
     folder = find_run_or_exit(run_ref)
     reader = AlertReader(folder.path, from_end=True)
@@ -94,7 +94,7 @@ def _last_alerts(reader, run_dir: Path, since: float | None, wait: float = 10.0)
     the watchdog says it is done (a run without a watchdog has none, hence the bound). A run that
     ended before `reader` opened has its final alert (of this attempt: not before `since`) earlier
     in the file."""
-    from backend.watch.alerts import AlertReader
+    from backend.contract.alerts import AlertReader
     from backend.watch.inbox import read_json
 
     found = []

@@ -1,11 +1,11 @@
 """Memory planner: per-GPU and host-RAM forecast of a fine-tune from config.json alone.
 
 The estimate is pure Python (well under a millisecond); the shape comes from transformers itself
-(`backend.estimate.exact`: one child process the first time, cached) or from config.json's
-formula (`backend.estimate.formula.shape_from_config_dir`).
+(`backend.models.shape_exact`: one child process the first time, cached) or from config.json's
+formula (`backend.models.shape_formula.shape_from_config_dir`).
 
     from backend.estimate import ModelShape, EstimateRequest, estimate, fit_report, render_table
-    from backend.estimate.formula import shape_from_config_dir
+    from backend.models.shape_formula import shape_from_config_dir
 
     shape = shape_from_config_dir("/models/Qwen2.5-7B-Instruct")
     est = estimate(shape, EstimateRequest(tuner="qlora", max_length=4096))
@@ -21,12 +21,12 @@ from backend.estimate.fit import (
     fit_report,
     fit_status,
 )
-from backend.estimate.formula import ConfigError
 from backend.estimate.planner import Estimate
 from backend.estimate.report import render_table, render_text
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
+from backend.models.shape_formula import ConfigError
 
 __all__ = [
     "ConfigError",

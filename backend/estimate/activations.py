@@ -9,7 +9,7 @@ LoRA's per-module dropout copies; the other memory terms are in terms.py.
 from __future__ import annotations
 
 from backend.estimate.request import EstimateRequest
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
 
 LOGIT_BYTES = 12  # per logit: fp32 log-softmax output + its fp32 gradient + the fp32 input gradient
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from backend.estimate.planner import Estimate, compute
 from backend.estimate.request import EstimateRequest
-from backend.estimate.shape import ModelShape
 from backend.estimate.verdicts import TIGHT_FRACTION as TIGHT_FRACTION  # re-exported: callers know it as fit's
 from backend.estimate.verdicts import FitReport as FitReport
 from backend.estimate.verdicts import StrategyResult as StrategyResult
 from backend.estimate.verdicts import fit_status as fit_status
+from backend.models.shape import ModelShape
 
 MAX_BATCH_SEARCHED = 4096
 MAX_LENGTH_SEARCHED = 1 << 20  # when config.json gives no max_position_embeddings
@@ -125,7 +125,7 @@ def detect_gpu_memory_bytes(gpu_ids: list[int] | None = None) -> int | None:
     """Smallest total memory among this machine's NVIDIA GPUs (NVML) that `gpu_ids` names (all when
     empty or None), or None without one."""
     try:
-        from backend.hardware import detect_hardware
+        from backend.hardware.machine import detect_hardware
     except ImportError:  # hardware layer unavailable (e.g. psutil missing)
         return None
     return gpu_memory_for(detect_hardware().gpus, gpu_ids)

@@ -17,14 +17,14 @@ def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_di
     """`Estimate.to_json()` for the profile, its fit held to the profile's GPUs (`gpu_memory_bytes`, or
     the smallest of its `gpu_ids` on this machine) when their size is known.
 
-    `model` is what `--model` got: a folder, or a hub id whose cached copy backend.refs finds
+    `model` is what `--model` got: a folder, or a hub id whose cached copy backend.models.refs finds
     (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
     before (cache), else the formula's; a launch never waits for a child process here. `base_dir`
     resolves the profile's data, whose longest row sizes an unset max_length when swift's report
     on it is already known.
     """
-    from backend.estimate.exact import cached_shape
     from backend.estimate.from_profile import config_dir_for
+    from backend.models.shape_exact import cached_shape
 
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     shape = cached_shape(config_dir_for(str(model)), targets)

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.estimate.formula import ConfigError, shape_from_config
 from backend.estimate.request import EstimateRequest
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
+from backend.models.shape_formula import ConfigError, shape_from_config
 
 if TYPE_CHECKING:
     from backend.profile import LaunchProfile
@@ -97,7 +97,7 @@ def _packing(profile: LaunchProfile) -> bool:
 def known_longest_row(profile: LaunchProfile, base_dir: Path | None) -> int | None:
     """The longest training row in tokens from swift's report on the profile's data, when already known."""
     try:
-        from backend.oracle.swift_data import known_report, request_for
+        from backend.data.swift_view import known_report, request_for
 
         report = known_report(request_for(profile, base_dir, build_model=False))
     except Exception:  # no data, an unbuilt model, an unreadable file: the lengths are simply not known
@@ -143,9 +143,9 @@ def shape_from_profile(profile: LaunchProfile, base_dir: Path | None = None, *, 
     `progress`, then cached); `exact=False` never starts a child: the cached exact answer when
     there is one, else the formula (labelled estimated where it is not exact).
     """
-    from backend.estimate.exact import cached_shape, exact_shape, shape_from
-    from backend.paths import BUILTIN_PREFIX, is_builtin
-    from backend.refs import resolve_model
+    from backend.core.paths import BUILTIN_PREFIX, is_builtin
+    from backend.models.refs import resolve_model
+    from backend.models.shape_exact import cached_shape, exact_shape, shape_from
 
     source = profile.model.source
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
@@ -159,8 +159,8 @@ def shape_from_profile(profile: LaunchProfile, base_dir: Path | None = None, *, 
 
 def _builtin_shape(name: str, shape_from: Callable[..., ModelShape]) -> ModelShape:
     """A built-in model not built yet: its shape from the builder's spec (vocab size approximate)."""
-    from backend.demo.build import BUILTIN_MODELS
-    from backend.models import builtin_config
+    from backend.models.demo.build import BUILTIN_MODELS
+    from backend.models.registry import builtin_config
 
     if name not in BUILTIN_MODELS:
         raise ConfigError(f"unknown built-in model {name!r}; known: {', '.join(BUILTIN_MODELS)}")
@@ -168,8 +168,8 @@ def _builtin_shape(name: str, shape_from: Callable[..., ModelShape]) -> ModelSha
 
 
 def config_dir_for(source: str, base_dir: Path | None = None) -> Path:
-    """The folder holding the model's config.json (backend.refs resolves it); ConfigError if none."""
-    from backend.refs import model_config_dir
+    """The folder holding the model's config.json (backend.models.refs resolves it); ConfigError if none."""
+    from backend.models.refs import model_config_dir
 
     try:
         return model_config_dir(source, base_dir)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backend.events import MemoryPhase
+from backend.contract.events import MemoryPhase
 
 MEASUREMENTS = ("cuda_max_allocated_bytes", "cuda_max_reserved_bytes", "nvml_used_bytes", "host_rss_bytes")
 

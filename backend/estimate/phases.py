@@ -27,7 +27,7 @@ from typing import Any
 
 from backend.estimate import terms as t
 from backend.estimate.request import DTYPE_BYTES, EstimateRequest
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
 
 PHASES = ("load", "first_step", "optimizer_step", "steady_step", "eval", "save")
 PHASE_HELP = {

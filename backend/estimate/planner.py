@@ -10,7 +10,7 @@ from backend.estimate import terms as t
 from backend.estimate.phases import Phase, host_peak, peak, timeline
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
 
 if TYPE_CHECKING:
     from backend.estimate.verdicts import FitReport

@@ -9,9 +9,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from backend.core.units import gib
 from backend.estimate.phases import PHASE_HELP
 from backend.estimate.planner import TERM_HELP, Estimate
-from backend.units import gib
 
 BAR_WIDTH = 28
 _EIGHTHS = " ▏▎▍▌▋▊▉"

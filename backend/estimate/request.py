@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from backend.estimate.shape import LINEAR_MODULES
+from backend.models.shape import LINEAR_MODULES
 
 TUNERS = ("full", "lora", "qlora")
 PRECISIONS = ("fp32", "fp16", "bf16")

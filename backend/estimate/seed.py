@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from backend.estimate.shape import ModelShape
+from backend.models.shape import ModelShape
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.core.units import GIB, MIB
 from backend.estimate.request import DTYPE_BYTES, EstimateRequest
-from backend.estimate.shape import ModelShape
-from backend.units import GIB, MIB
+from backend.models.shape import ModelShape
 
 CUDA_CONTEXT_BYTES = 600 * MIB  # CUDA context + cuBLAS workspace per process (nvidia-smi: 0.5-0.8 GiB)
 NCCL_BUFFER_BYTES = 500 * MIB  # NCCL channels/buffers per process when world size > 1
@@ -289,7 +289,7 @@ def _trainable_count(shape: ModelShape, req: EstimateRequest) -> int:
 def comm_buffer_bytes(shape: ModelShape, inv: ParamInventory, req: EstimateRequest) -> float:
     """DDP's gradient buckets (a full copy of the gradients) and ZeRO-1/2's reduce/allgather buckets.
 
-    ZeRO-1/2 buckets follow the config the workbench writes (backend/command.py): reduce bucket
+    ZeRO-1/2 buckets follow the config the workbench writes (backend/launch/command.py): reduce bucket
     "auto" (= hidden^2 elements), allgather bucket 2e8, overlap_comm off. ms-swift's stock
     zero2.json turns overlap_comm on (`ds_overlap_comm=True`), which costs 4.5x the buckets.
     """

@@ -4,7 +4,7 @@
     <run>/jobs/<job_id>/state.json     status, pids, times, exit code, failure reason, result
     <run>/jobs/<job_id>/output.log     stdout+stderr of the job
 
-The job survives the CLI or TUI that started it: `python -m backend.jobs.supervise JOB_DIR`
+The job survives the CLI or TUI that started it: `python -m backend.cli.supervise job JOB_DIR`
 runs in a new session, waits for the command and records how it ended. Progress is read
 from the log: `WORKBENCH_PROGRESS <fraction> <label>` lines, or the spec's markers (log
 substrings such as swift's "Saving merged weights...").
@@ -25,10 +25,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from backend.fs import write_text_atomic
-from backend.runs.layout import Moment, Pid, ProcessFields, StateFolder
-from backend.runs.process import JOB_MARKER_ENV, RUN_MARKER_ENV, current_boot_id, job_marker, start_detached, terminate
-from backend.runs.reconcile import reconcile
+from backend.core.fs import write_text_atomic
+from backend.rundir.layout import Moment, Pid, ProcessFields, StateFolder
+from backend.rundir.process import (
+    JOB_MARKER_ENV,
+    RUN_MARKER_ENV,
+    current_boot_id,
+    job_marker,
+    start_detached,
+    terminate,
+)
+from backend.rundir.reconcile import reconcile
 
 JobKind = Literal["merge", "infer", "export", "golden", "eval"]
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
@@ -204,7 +211,7 @@ def create_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobF
 def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFolder:
     """Create the job folder and start its supervisor detached; returns at once."""
     job = create_job(jobs_dir, spec, job_id)
-    argv = [sys.executable, "-m", "backend.jobs.supervise", str(job.path)]
+    argv = [sys.executable, "-m", "backend.cli.supervise", "job", str(job.path)]
     # a job started from a run's supervisor (golden prompts) is no process of the run: the run's marker is
     # blanked, so the run's stop and its straggler wait leave it alone
     env = {JOB_MARKER_ENV: str(job.path), RUN_MARKER_ENV: "", "PYTHONUNBUFFERED": "1",

@@ -1,4 +1,4 @@
-"""A job's part in the one supervisor (backend/runs/supervise.py): `python -m backend.jobs.supervise JOB_DIR`.
+"""A job's part in the one supervisor (backend/rundir/supervise.py): `python -m backend.cli.supervise job JOB_DIR`.
 
 The supervisor runs the job's argv with output to the job's log and records how it ended; then the
 kind's finishing step runs (merge: move the new model from its temporary folder into place;
@@ -9,36 +9,34 @@ temporary folder is removed; an inference keeps its partial results). Stdlib + p
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
-from backend.jobs.job import EvalFinish, ExportFinish, InferFinish, JobFolder, JobSpec, MergeFinish
-from backend.runs.diagnose import describe_exit
-from backend.runs.process import job_marker, start_time_of
-from backend.runs.supervise import Command, supervise
+from backend.jobs.job import JobFolder, JobSpec
+from backend.rundir.diagnose import describe_exit
+from backend.rundir.process import job_marker, start_time_of
+from backend.rundir.supervise import Command
+
+Finisher = Callable[[JobSpec, Any], "str | None"]
+FINISHERS: dict[type, Finisher] = {}
+
+
+def register_finisher(data_type: type, finisher: Finisher) -> None:
+    """A job kind's finishing step, by the type of its finishing data (registered at start-up by
+    backend.cli.wiring: merge, batch inference, export, eval)."""
+    FINISHERS[data_type] = finisher
 
 
 def finish(spec: JobSpec) -> str | None:
     """The kind's finishing step, typed by its finishing data (a spec without any has nothing to do)."""
     data = spec.finish
-    if isinstance(data, MergeFinish):
-        from backend.jobs.merge import finish_merge
-
-        return finish_merge(spec, data)
-    if isinstance(data, InferFinish):
-        from backend.jobs.batch_infer import finish_infer
-
-        return finish_infer(data)
-    if isinstance(data, ExportFinish):
-        from backend.jobs.export_model import finish_export
-
-        return finish_export(data)
-    if isinstance(data, EvalFinish):
-        from backend.jobs.evaluate import finish_eval
-
-        return finish_eval(data)
-    return None
+    if data is None:
+        return None
+    finisher = FINISHERS.get(type(data))
+    if finisher is None:
+        raise RuntimeError(f"no finishing step is registered for a {type(data).__name__} job")
+    return finisher(spec, data)
 
 
 def discard(spec: JobSpec) -> None:
@@ -84,11 +82,3 @@ class JobKept:
               flush=True)
         self.job.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason, result=result,
                               stop_requested=stop_requested, ended_at=time.time())
-
-
-def main() -> None:
-    sys.exit(supervise(JobKept(JobFolder(Path(sys.argv[1])))))
-
-
-if __name__ == "__main__":
-    main()

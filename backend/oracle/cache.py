@@ -22,9 +22,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backend import fs
+from backend.core import fs
+from backend.core.paths import PACKAGE_DIR, cache_dir
 from backend.oracle.errors import OracleCancelled
-from backend.paths import PACKAGE_DIR, cache_dir
 
 CACHE_FORMAT = 2
 CODE_PACKAGE = "backend.oracle"  # the code a question's digest follows
@@ -96,7 +96,7 @@ def cache_key(question: str, payload: dict[str, Any], versions: dict[str, str],
 
 def question_module(question: str) -> str | None:
     """The module that answers `question`: `name` is `backend.oracle.name`; a dotted name under
-    `backend` names its module itself (e.g. `backend.demo.build`). None when there is no such file."""
+    `backend` names its module itself (e.g. `backend.models.demo.build`). None when there is no such file."""
     module = f"backend.oracle.{question}" if question.isidentifier() else question
     parts = module.split(".")
     if parts[0] != "backend" or not all(part.isidentifier() for part in parts):
@@ -160,7 +160,7 @@ def code_digest(question: str) -> str:
 
 @contextmanager
 def file_lock(path: Path, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
-    """The project's file lock (backend.fs) on `path`; a waiter polls `cancelled` and raises
+    """The project's file lock (backend.core.fs) on `path`; a waiter polls `cancelled` and raises
     OracleCancelled once it is true."""
     try:
         with fs.file_lock(path, cancelled=cancelled, make_parent=True):

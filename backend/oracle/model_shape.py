@@ -12,7 +12,7 @@ Architectures transformers does not know (or only through remote code, which is 
 answered as data: `{"known": false, "reason": ...}`; the parent then uses the formula path.
 
 The parent side (ask + cache + conversion into the planner's ModelShape) is
-`backend.estimate.exact`.
+`backend.models.shape_exact`.
 """
 
 from __future__ import annotations

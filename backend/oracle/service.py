@@ -26,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from backend.core.paths import REPO_DIR
 from backend.oracle.errors import OracleCancelled, OracleError
-from backend.paths import REPO_DIR
 
 Progress = Callable[[str], object]  # its answer is not used
 Cancelled = Callable[[], bool]

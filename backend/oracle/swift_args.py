@@ -5,7 +5,7 @@ knows: name, type, default, choices, help, whether it takes several values (`nar
 (`--no_X` complements of true-by-default booleans) and whether it is required. The parser is built
 exactly as `swift.utils.utils.parse_args` builds it, so what is listed is what `swift sft` accepts.
 
-Parent side: `backend.swift_schema` asks this question and caches the answer by swift's version.
+Parent side: `backend.launch.swift_schema` asks this question and caches the answer by swift's version.
 """
 
 from __future__ import annotations

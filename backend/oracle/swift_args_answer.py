@@ -1,6 +1,6 @@
 """The `swift_args` question from the app side: how to ask it and its cached answer.
 
-The child side (backend/oracle/swift_args.py) reads swift's argument parser; backend.swift_schema
+The child side (backend/oracle/swift_args.py) reads swift's argument parser; backend.launch.swift_schema
 turns the answer into the schema the launch floor presents. The estimator reads one rule of the
 same answer (which precision swift trains a model's dtype in) from here, a floor below.
 """
@@ -22,7 +22,7 @@ SCHEMA_PAYLOAD = {"format": 4}
 
 
 class FieldShape(msgspec.Struct):
-    """One flag as swift_args answers it (what backend.swift_schema reads)."""
+    """One flag as swift_args answers it (what backend.launch.swift_schema reads)."""
 
     name: str
     type: str

@@ -5,7 +5,7 @@ infers from a model's name or architecture (child side).
 "templates": [...], "by_name": {name: [model_type, template]}, "by_architecture": {arch: [types]}}`.
 `by_name` is swift's own `get_matched_model_meta` for every model name its groups list (the group's
 template merged in, first match wins as in swift), `by_architecture` its own `get_matched_model_types`:
-`backend.models.infer_swift_types` looks a model up in them, without importing swift.
+`backend.models.registry.infer_swift_types` looks a model up in them, without importing swift.
 """
 
 from __future__ import annotations

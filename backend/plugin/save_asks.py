@@ -1,4 +1,4 @@
-"""Save on demand and on signal (#27, backend/runs/save.py) inside swift's training process (loaded by
+"""Save on demand and on signal (#27, backend/contract/save_request.py) inside swift's training process (loaded by
 workbench_callback.py): at the end of every step, `<run>/save.request` (one stat) and a signal caught since the
 last step (SIGUSR1 always, SIGTERM when the profile says `[run] save_on_term = true`). With several ranks one
 all-reduce per step makes every rank save at the same step (a signal may reach one rank only)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from backend.runs.save import take_save_request
+from backend.contract.save_request import take_save_request
 
 # the save asks as the ranks agree on them (the largest wins): a save, a stop asked through the request file,
 # SIGTERM (with [run] save_on_term) and SIGUSR1 caught by one rank

@@ -1,6 +1,6 @@
 """Runs INSIDE the swift training process (every rank): appends to the run's events.jsonl.
 
-Every line is one of backend.events' typed events (`EventWriter.write` checks each field against
+Every line is one of backend.contract.events' typed events (`EventWriter.write` checks each field against
 the schema before it is written).
 
 Loaded by `swift sft --external_plugins <this file> --callbacks workbench_events`; swift
@@ -13,7 +13,7 @@ Save on demand and on signal (#27): save_asks.py; at a step's end a request sets
 checkpoint's event says `requested`), a signal or a "stop" request also stops the run, whose run_end says
 "stopped" and why ("saved and stopped on SIGUSR1"). The fp16 loss scale: loss_scale.py. Debug and test
 hooks (overflow, NaN, OOM injection): fault_hooks.py. Those siblings are imported as `backend.plugin.*`
-(the supervisor starts the trainer with the repository importable, as it already is for backend.events).
+(the supervisor starts the trainer with the repository importable, as it already is for backend.contract.events).
 
 Cost per step: nothing is read from the GPU between logging steps (but that all-reduce with several ranks). The loss scale is
 compared with its previous value as device tensors (no synchronisation), which counts
@@ -33,12 +33,12 @@ import torch
 from swift.callbacks import callbacks_map
 from transformers import TrainerCallback
 
-from backend.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
-from backend.hardware import NvidiaGpus, tree_rss_bytes
+from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
+from backend.contract.heartbeat import heartbeat_path, register_stack_dump
+from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
 from backend.plugin.fault_hooks import FaultHooks
 from backend.plugin.loss_scale import LossScale
 from backend.plugin.save_asks import SaveAsks, rank
-from backend.watch.stacks import heartbeat_path, register_stack_dump
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
 

@@ -3,9 +3,9 @@ caller (host RAM on CPU; a GPU box's per-GPU free memory is the same rule per GP
 
 from __future__ import annotations
 
+from backend.core.units import gib
 from backend.queue.slurm import SlurmRefused, describe, job_states
 from backend.queue.store import Entry, QueueFile
-from backend.units import gib
 
 
 def why_waiting(queue: QueueFile, entry: Entry, *, max_parallel: int, margin: float,

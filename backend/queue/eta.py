@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from backend.core.units import duration
 from backend.queue.store import Entry, QueueFile
-from backend.units import duration
 
 RECIPE_FREE_SECTIONS = {"name", "sweep", "queue", "run", "output"}
 RECIPE_FREE_TRAINING = ("learning_rate", "seed")
@@ -58,7 +58,7 @@ def recipe(profile: Any) -> dict[str, Any]:
 
 
 def _summary_of(run_dir: str) -> Any:
-    from backend.runs.layout import RunFolder
+    from backend.rundir.layout import RunFolder
     from backend.runs.summaries import summarize
 
     run = RunFolder(run_dir)

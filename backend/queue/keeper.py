@@ -3,10 +3,10 @@
 
 Started on demand (`ensure_keeper`: by `workbench queue add`, and by any later workbench command while
 entries wait and no keeper is alive, so after a reboot it is back at the next command), in a new session
-like a run's supervisor (backend.runs.process.start_detached), carrying the marker
-WORKBENCH_QUEUE_DIR=<queue folder>. One keeper a data dir: it holds `keeper.lock` (backend.fs) while it
+like a run's supervisor (backend.rundir.process.start_detached), carrying the marker
+WORKBENCH_QUEUE_DIR=<queue folder>. One keeper a data dir: it holds `keeper.lock` (backend.core.fs) while it
 lives; a second one exits at once. `keeper.json` records its pid, start time, host and boot, and a
-process counts as the keeper only when backend.process_identity proves it (start time + marker).
+process counts as the keeper only when backend.core.process_identity proves it (start time + marker).
 The keeper exits when no entry is waiting or running (paused ones wait for `queue resume`).
 
 Nothing is run twice: an entry is marked `starting` before its launch and gets its run id right after;
@@ -26,11 +26,10 @@ from typing import Any
 
 import psutil
 
-from backend.fs import LockTimeout, file_lock, write_text_atomic
-from backend.process_identity import Marker, current_boot_id, elsewhere, this_host
+from backend.core.fs import LockTimeout, file_lock, write_text_atomic
+from backend.core.process_identity import Marker, current_boot_id, elsewhere, this_host
 from backend.profile import ProfileError, load_profile, save_profile
 from backend.queue.admission import pick_gpus, why_waiting
-from backend.queue.links import record_retry
 from backend.queue.retry import oom_retry_profile
 from backend.queue.store import (
     Entry,
@@ -41,6 +40,7 @@ from backend.queue.store import (
     new_entry_id,
     queue_dir,
 )
+from backend.runs.attempts import record_retry
 
 KEEPER_MARKER_ENV = "WORKBENCH_QUEUE_DIR"
 POLL_S = 1.0
@@ -80,7 +80,7 @@ def ensure_keeper(folder: Path | None = None) -> int | None:
     folder = folder or queue_dir()
     if not (folder / "queue.json").exists():
         return None
-    from backend.runs.process import start_detached
+    from backend.rundir.process import start_detached
 
     with edit(folder) as queue:
         if not queue.keeps_keeper():
@@ -103,14 +103,14 @@ def _log(message: str) -> None:
 
 
 def _run_folder(entry: Entry) -> Any:
-    from backend.runs.layout import RunFolder
+    from backend.rundir.layout import RunFolder
 
     return RunFolder(entry.run_dir) if entry.run_dir else None
 
 
 def _is_oom(state: Any, run: Any) -> bool:
-    from backend.runs.diagnose import diagnose_log
-    from backend.tail import last_lines
+    from backend.core.tail import last_lines
+    from backend.rundir.diagnose import diagnose_log
 
     if state.failure_reason and "out of memory" in state.failure_reason.lower() and "cuda" in \
             state.failure_reason.lower():
@@ -137,9 +137,9 @@ def _watch_running(queue: QueueFile, entry: Entry) -> None:
 
 
 def _auto_resume(entry: Entry, run: Any, most: int) -> None:
+    from backend.contract.alerts import Alert, append_alert
     from backend.runs.errors import RunRefused
     from backend.runs.resume import resume_run
-    from backend.watch.alerts import Alert, append_alert
 
     entry.resumes += 1
     try:
@@ -236,7 +236,7 @@ def forecast_bytes(profile: Any, base_dir: Path) -> int | None:
     """The run's host peak forecast (CPU runs; on a GPU box the per-GPU peak), or None when unknown."""
     try:
         from backend.estimate.forecast import forecast_for_profile
-        from backend.refs import resolve_model
+        from backend.models.refs import resolve_model
 
         forecast = forecast_for_profile(profile, resolve_model(profile.model.source, base_dir), base_dir=base_dir)
         key = "host_total_bytes" if profile.distribution.device == "cpu" or not _has_gpu() else \
@@ -248,14 +248,14 @@ def forecast_bytes(profile: Any, base_dir: Path) -> int | None:
 
 
 def _has_gpu() -> bool:
-    from backend.hardware import detect_hardware
+    from backend.hardware.machine import detect_hardware
 
     return detect_hardware().has_cuda
 
 
 def _gpu_free() -> dict[int, int | None]:
     """Each GPU's free memory now (NVML, other processes counted); {} on a machine without GPUs."""
-    from backend.hardware import query_hardware
+    from backend.hardware.machine import query_hardware
 
     return {g.index: g.memory_free_bytes for g in query_hardware().gpus}
 

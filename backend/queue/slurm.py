@@ -1,6 +1,6 @@
 """On a cluster the queue is the cluster's (#25 step 6): `workbench queue add PROFILE... --slurm`.
 
-Each run (a sweep's every combination) is exported by backend.export.slurm (its run folder and batch
+Each run (a sweep's every combination) is exported by backend.launchers.slurm (its run folder and batch
 script, as `workbench export slurm` writes them) and submitted with `sbatch --parsable`, each after the
 one before it: `--dependency=afterany:<previous job id>` (the queue's last SLURM job still in squeue, then
 each new one), so SLURM runs them in the queue's order. The job's memory request (`#SBATCH --mem`) is the
@@ -55,7 +55,7 @@ def host_forecast_bytes(profile: LaunchProfile, base_dir: Path) -> int | None:
     """The run's host RAM peak per node, as the memory forecast says; None when it cannot say."""
     try:
         from backend.estimate.forecast import forecast_for_profile
-        from backend.refs import resolve_model
+        from backend.models.refs import resolve_model
 
         forecast = forecast_for_profile(profile, resolve_model(profile.model.source, base_dir), base_dir=base_dir)
         value = forecast.get("host_total_bytes")
@@ -87,7 +87,7 @@ def submit_profiles(items: list[tuple[LaunchProfile, Path]], *, options: object 
     """Export and submit each profile (a sweep's every combination), each after the one before; the entries
     recorded. SlurmRefused (after recording the ones submitted before it) when sbatch is missing or refuses,
     or an export fails; SweepError for a bad sweep, before anything is submitted."""
-    from backend.export.slurm import SlurmOptions, export_slurm
+    from backend.launchers.slurm import SlurmOptions, export_slurm
     from backend.runs.errors import LaunchRefused
 
     base = options if isinstance(options, SlurmOptions) else SlurmOptions()

@@ -1,6 +1,6 @@
 """The queue file: `<data dir>/queue/queue.json`, one list of entries in the order they start.
 
-Every change is a read-modify-write under the queue lock (backend.fs.file_lock), written atomically,
+Every change is a read-modify-write under the queue lock (backend.core.fs.file_lock), written atomically,
 so `workbench queue ...` commands and the keeper never lose each other's changes. A file that cannot
 be read is never emptied: it is set aside as `queue.json.damaged-<time>` and said (QueueDamaged names
 both files); the queue starts again empty beside it.
@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from backend.fs import file_lock, write_text_atomic
-from backend.paths import data_dir
+from backend.core.fs import file_lock, write_text_atomic
+from backend.core.paths import data_dir
 
 QUEUE_VERSION = 1
 LOCK_WAIT_S = 30.0

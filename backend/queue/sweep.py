@@ -102,9 +102,9 @@ class Ranked:
 def rank_runs(run_dirs: list[str]) -> list[Ranked]:
     """Runs ranked by their scoreboard's best checkpoint: those judged on the eval metric first (by it, best
     first), then those judged on the train loss alone, then those with no best checkpoint (in the order given)."""
-    from backend.runs.layout import RunFolder
-    from backend.runs.scoreboard import scoreboard
-    from backend.runs.scoreboard_text import summary
+    from backend.checkpoints.board_text import summary
+    from backend.checkpoints.scoreboard import scoreboard
+    from backend.rundir.layout import RunFolder
 
     keyed = []
     for order, run_dir in enumerate(run_dirs):

@@ -1,1 +1,1 @@
-"""Runs: a training run is a folder on disk; this package owns its layout and its processes."""
+"""The lifecycle of a run: start, stop, resume, continue, delete, status, the index of runs and their lookup."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.importing.shell_script import ImportError_, swift_invocation, swift_pairs
 from backend.profile import LaunchProfile
+from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder, StateUnreadable
 from backend.runs.errors import RunRefused
-from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, StateUnreadable
 from backend.runs.start import start_run
 from backend.runs.status import refresh
-from backend.shell_script import ImportError_, swift_invocation, swift_pairs
 
 
 def continue_as_new_run(run: RunFolder, *, max_steps: int | None = None, workspace: Path | None = None,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shutil
 
+from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
+from backend.rundir.process import run_marker
 from backend.runs.errors import RunRefused
-from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder
-from backend.runs.process import run_marker
 from backend.runs.status import refresh
 
 

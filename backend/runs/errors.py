@@ -3,7 +3,7 @@ an action not done (not that run's state, not a run folder, busy...)."""
 
 from __future__ import annotations
 
-from backend.validate import Problem
+from backend.launch.validate import Problem
 
 
 class LaunchRefused(Exception):

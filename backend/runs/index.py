@@ -15,9 +15,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from backend.fs import write_bytes_atomic
-from backend.paths import data_dir
-from backend.runs.layout import RunFolder, workspace_dir
+from backend.core.fs import write_bytes_atomic
+from backend.core.paths import data_dir
+from backend.rundir.layout import RunFolder, workspace_dir
 
 
 def index_path() -> Path:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.rundir.layout import RunFolder
 from backend.runs import index
 from backend.runs.errors import RunNotFound
-from backend.runs.layout import RunFolder
 from backend.runs.status import refresh
 
 MIN_REF_CHARS = 4  # a shorter part of an id matches too much to act on

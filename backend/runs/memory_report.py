@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from backend.contract.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
+from backend.core.tail import READ_BYTES
+from backend.core.units import gib, size
 from backend.estimate.measured import compare, compare_phases, keep_phase
-from backend.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
-from backend.runs.layout import RunFolder
-from backend.tail import READ_BYTES
-from backend.units import gib, size
+from backend.rundir.layout import RunFolder
 
 LABELS = {
     "cuda_max_allocated_bytes": "GPU peak allocated (torch)",

@@ -9,19 +9,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend.command import build_launch
-from backend.fs import write_text_atomic
-from backend.hardware import detect_hardware
-from backend.runs.checkpoints import choose_resume_checkpoint
+from backend.contract.save_request import clear_save_request
+from backend.core.fs import write_text_atomic
+from backend.core.shell_words import flag_value
+from backend.hardware.machine import detect_hardware
+from backend.launch.command import build_launch
+from backend.rundir.checkpoint_verdict import choose_resume_checkpoint
+from backend.rundir.layout import (
+    RESUMABLE_STATUSES,
+    FolderBusy,
+    FolderNotWritable,
+    RunFolder,
+    RunState,
+    StateUnreadable,
+)
+from backend.rundir.process import run_marker, start_detached, supervisor_argv
+from backend.rundir.world import World, changed_files, read_world, what_changes, world_differences
 from backend.runs.errors import RunRefused
-from backend.runs.layout import RESUMABLE_STATUSES, FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
 from backend.runs.outputs import owner_of
-from backend.runs.process import run_marker, start_detached, supervisor_argv
-from backend.runs.save import clear_save_request
 from backend.runs.start import profile_world, record_supervisor
 from backend.runs.status import refresh
-from backend.runs.world import World, changed_files, read_world, what_changes, world_differences
-from backend.shell_words import flag_value
 
 
 def resume_run(run: RunFolder, *, allow_world_change: bool = False,
@@ -93,7 +100,7 @@ def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = F
     which newer ones were skipped and why), check the world, rewrite command.json with
     --resume_from_checkpoint and state.json as a new attempt, and say it in the run's log. Returns the
     command. RunRefused (nothing changed) when there is no complete checkpoint or the world changed.
-    A SLURM job that is requeued calls this in place (backend.export.slurm)."""
+    A SLURM job that is requeued calls this in place (backend.launchers.slurm)."""
     choice = choose_resume_checkpoint(run.checkpoints(), run.world_size())
     if choice.checkpoint is None:
         why = "; ".join(v.problem or "" for v in choice.skipped[:2])

@@ -1,16 +1,16 @@
 """The validation rule that needs the run folders' ownership: output_dir must be empty, new, or
 (on resume) the run's own, since swift's rotation deletes the checkpoint folders it finds there (#14).
 
-Registered with backend.validate by backend.runs.startup (validate sits a floor below)."""
+Registered with backend.launch.validate by backend.cli.wiring (validate sits a floor below)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+from backend.launch.validate import PathRule, Problem
 from backend.profile import LaunchProfile
 from backend.runs.outputs import output_dir_problem
-from backend.validate import PathRule, Problem
 
 
 def _output_dir_free(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:

@@ -1,15 +1,15 @@
 """`workbench save RUN` and the monitor's save key (#27): ask the running trainer for a checkpoint now
-(backend/runs/save.py's request file) and wait, bounded, until it is written."""
+(backend/contract/save_request.py's request file) and wait, bounded, until it is written."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from backend.events import Checkpoint, EventReader, RunEnd
+from backend.contract.events import Checkpoint, EventReader, RunEnd
+from backend.contract.save_request import SAVE_NOW, clear_save_request, read_save_request, write_save_request
+from backend.rundir.layout import RunFolder
 from backend.runs.errors import RunRefused
-from backend.runs.layout import RunFolder
-from backend.runs.save import SAVE_NOW, clear_save_request, read_save_request, write_save_request
 from backend.runs.status import refresh
 
 

@@ -13,22 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from backend.command import LaunchPlan, build_launch
-from backend.data_files import hostile_dataset
-from backend.fs import write_text_atomic
-from backend.hardware import HardwareInfo, detect_hardware
-from backend.launcher_config import uses_cpu
-from backend.paths import is_builtin
+from backend.core.fs import write_text_atomic
+from backend.core.paths import is_builtin
+from backend.core.units import size
+from backend.data.files import hostile_dataset
+from backend.hardware.machine import HardwareInfo, detect_hardware
+from backend.launch.command import LaunchPlan, build_launch
+from backend.launch.launcher_config import uses_cpu
+from backend.launch.validate import Problem, errors, validate
+from backend.models.refs import local_path, resolve_model
 from backend.profile import LaunchProfile, save_profile
-from backend.refs import local_path, resolve_model
+from backend.rundir.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id, workspace_dir
+from backend.rundir.process import run_marker, start_detached, supervisor_argv
+from backend.rundir.world import World, world_of, write_world
 from backend.runs import index
 from backend.runs.errors import LaunchRefused
-from backend.runs.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id, workspace_dir
 from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
-from backend.runs.process import run_marker, start_detached, supervisor_argv
-from backend.runs.world import World, world_of, write_world
-from backend.units import size
-from backend.validate import Problem, errors, validate
 
 
 def _hostile_datasets(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
@@ -100,8 +100,8 @@ def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Pa
     if profile.distribution.strategy != "fsdp" or fsdp.auto_wrap_policy != "TRANSFORMER_BASED_WRAP" \
             or fsdp.transformer_layer_cls_to_wrap or uses_cpu(profile, hardware):  # FSDP runs on GPUs only
         return
-    from backend.estimate.exact import exact_shape
     from backend.estimate.from_profile import config_dir_for
+    from backend.models.shape_exact import exact_shape
 
     try:
         exact_shape(config_dir_for(resolve_model(profile.model.source, base_dir), base_dir))

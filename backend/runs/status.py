@@ -8,10 +8,10 @@ import time
 
 import msgspec
 
-from backend.events import EventReader, Log, RunEnd
-from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
-from backend.runs.process import run_marker
-from backend.runs.reconcile import reconcile
+from backend.contract.events import EventReader, Log, RunEnd
+from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
+from backend.rundir.process import run_marker
+from backend.rundir.reconcile import reconcile
 from backend.runs.verdict import judge_lost
 
 
@@ -62,7 +62,7 @@ def _alert_supervisor_gone(run: RunFolder, status: str, reason: str | None) -> N
     """The run's final alert when its supervisor (and watchdog) died before raising one: written once,
     by whichever workbench process concluded the run, so the inbox and the monitor still hear how it
     ended. Not sent to the profile's webhooks or commands: that is the watchdog's, which is gone."""
-    from backend.watch.alerts import FINAL_KINDS, Alert, append_alert_once, final_kind, read_alerts
+    from backend.contract.alerts import FINAL_KINDS, Alert, append_alert_once, final_kind, read_alerts
 
     try:
         if any(alert.kind in FINAL_KINDS for alert in read_alerts(run.path)):

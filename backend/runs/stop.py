@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backend.runs.layout import FolderBusy, FolderNotWritable, RunFolder
-from backend.runs.process import run_marker, terminate
+from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
+from backend.rundir.process import run_marker, terminate
 from backend.runs.status import refresh
 
 

@@ -2,8 +2,8 @@
 
 The runs screen reloads every 2 s and `workbench runs` lists once; both ask a `SummaryCache`.
 A run's summary (`summarize`: its reconciled state and its last logged step) is kept with
-the marks (backend/tail.py: inode, size, mtime) of its state.json, events.jsonl and queue_attempt.json (an OOM
-retry's link, backend/queue/links.py), and used again
+the marks (backend/core/tail.py: inode, size, mtime) of its state.json, events.jsonl and queue_attempt.json (an OOM
+retry's link, backend/runs/attempts.py), and used again
 while both are unchanged and the run is settled: not active, so nothing but its files can change
 it. An active run is summarized every reload (its processes may have gone).
 
@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.queue.links import attempt_text, link_path
+from backend.core.tail import FileMark, mark
+from backend.rundir.layout import RunFolder, RunState, workspace_dir
+from backend.rundir.process import marked_folders
 from backend.runs import index
-from backend.runs.layout import RunFolder, RunState, workspace_dir
-from backend.runs.process import marked_folders
+from backend.runs.attempts import attempt_text, link_path
 from backend.runs.status import last_log_event, refresh
-from backend.tail import FileMark, mark
 
 
 @dataclass
@@ -41,7 +41,7 @@ class RunSummary:
     loss_scale: float | None
     elapsed_seconds: float | None
     eta_seconds: float | None
-    attempt: str = ""  # an OOM retry's link (backend.queue.links): "attempt 2 of RUN, half micro-batch"
+    attempt: str = ""  # an OOM retry's link (backend.runs.attempts): "attempt 2 of RUN, half micro-batch"
 
 
 def summarize(run: RunFolder, state: RunState | None = None) -> RunSummary:

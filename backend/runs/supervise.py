@@ -1,176 +1,65 @@
-"""The one supervisor: keeper of a run or a job, session leader, parent of its command.
+"""A training run as the one supervisor (backend.rundir.supervise) keeps it: command.json's argv, the
+companions beside it (the watchdog, the events summary, the golden prompts keeper: each registered by its
+own room at start-up, backend.cli.wiring), the end judged from the exit code and the evidence.
 
-    python -m backend.runs.supervise RUN_DIR    a run (the SLURM batch job enters through backend.export.slurm)
-    python -m backend.jobs.supervise JOB_DIR    a job: this supervisor with the job's `Kept` plugged in
-
-It is started detached (process.start_detached: a new session, stdin from /dev/null, output to the
-folder's log, the folder's marker in its environment) and does, for every kind, in this order:
-
-1. signal handlers first: SIGHUP and SIGINT are ignored (only a stop, which signals every process of
-   the folder, or the command's end ends it); a SIGTERM is passed on to the command, and one that
-   comes before the command exists is remembered and delivered right after it starts (never lost);
-2. records who keeps the folder (host, boot, pid + start time), unless a stop came first;
-3. starts the kind's command and waits for it;
-4. waits for the stragglers that carry the folder's marker (torch elastic's workers sit in sessions
-   of their own) and kills those left after a grace time;
-5. lets the kind record the outcome. The final state is written before this process exits: the
-   reconciler (reconcile.py) concludes "lost" only once this process is proven gone, then reads
-   state.json again.
-
-No torch in this process (numpy, for the events summary, at most).
+Entered as `python -m backend.cli.supervise run RUN_DIR` (backend.rundir.process.supervisor_argv).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import FrameType
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-from backend.runs.layout import RunFolder
-from backend.runs.process import Marker, current_boot_id, run_marker, signal_processes, start_time_of, this_host
-from backend.runs.save import write_save_request
+from backend.contract.save_request import write_save_request
+from backend.rundir.layout import RunFolder, append_watch_log
+from backend.rundir.process import run_marker, start_time_of
+from backend.rundir.supervise import Command, supervise
 from backend.runs.verdict import judge_exit
-from backend.watch.watchdog import append_watch_log, start_watchdog
 
-if TYPE_CHECKING:
-    from backend.jobs.golden_job import GoldenKeeper
-    from backend.series_summary import KeeperThread
-    from backend.watch.watchdog import Watchdog, _NoWatchdog
 
-STRAGGLER_SECONDS = 30.0
+class Companion(Protocol):
+    """What runs beside the trainer while the supervisor keeps a run, told when the run has ended."""
+
+    def finish(self) -> None: ...
 
 
 @dataclass(frozen=True)
-class Command:
-    """What the supervisor starts: argv, working folder, variables added to its own environment."""
+class CompanionKind:
+    """A companion's name (said in watch.log when it cannot start) and how to start one for a run:
+    (run, trainer pid) -> the companion, or None when this run needs none."""
 
-    argv: list[str]
-    cwd: str
-    env: dict[str, str] = field(default_factory=dict)
-
-
-class Kept(Protocol):
-    """What one kind of folder (a run, a job) plugs into the supervisor."""
-
-    marker: Marker
-
-    def record_keeper(self, **identity: object) -> bool:
-        """Write the supervisor's identity into the state; True when a stop was asked already."""
-        ...
-
-    def command(self) -> Command: ...
-
-    def started(self, child: subprocess.Popen[bytes]) -> None:
-        """The command runs: record its pid and start time, start the kind's helpers."""
-        ...
-
-    def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
-        """Record how it ended and finish or clean up. `code` None: never started, because a stop was
-        asked (`stopped`: in the state, or a SIGTERM came) or for `why_not_started`."""
-        ...
+    name: str
+    start: Callable[[RunFolder, int], Companion | None]
 
 
-class SignalRelay:
-    """SIGTERM to the supervisor goes to its command, also when it comes before the command exists.
-    `intercept` (a run's save on signal, #27) may take a SIGTERM or SIGUSR1 instead (True: taken)."""
-
-    def __init__(self, intercept: Callable[[int], bool] | None = None) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
-        self.pending: int | None = None
-        self.received = False
-        self.intercept = intercept
-
-    def install(self) -> SignalRelay:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        # SIGUSR1 would end the supervisor by default: ignored unless the kind takes it
-        signal.signal(signal.SIGUSR1, self._on_signal if self.intercept else signal.SIG_IGN)
-        return self
-
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if self.intercept is not None and self.intercept(signum):
-            return
-        if signum != signal.SIGTERM:
-            return
-        self.received = True
-        if self.child is None:
-            self.pending = signum  # delivered by `attach` once the command has started
-        elif self.child.poll() is None:
-            self.child.send_signal(signum)
-
-    def attach(self, child: subprocess.Popen[bytes]) -> None:
-        self.child = child  # from here on the handler forwards by itself
-        pending, self.pending = self.pending, None
-        if pending is not None and child.poll() is None:
-            child.send_signal(pending)
+COMPANIONS: list[CompanionKind] = []
 
 
-def supervise(kept: Kept) -> int:
-    """Keep one folder's command from start to recorded end (the module's docstring says how)."""
-    relay = SignalRelay(getattr(kept, "intercept_signal", None)).install()
-    stop_asked = kept.record_keeper(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
-                                    supervisor_started=start_time_of(os.getpid()))
-    if stop_asked or relay.received:  # stopped before it began: nothing is started
-        kept.ended(None, stopped=True)
-        return 0
-    try:
-        child = _spawn(kept.command())
-    except (OSError, ValueError, KeyError, TypeError) as err:  # no such program, a damaged command.json
-        kept.ended(None, stopped=False, why_not_started=f"its command could not be started: {err}")
-        return 0
-    relay.attach(child)
-    kept.started(child)
-    code = child.wait()
-    wait_for_stragglers(kept.marker)
-    kept.ended(code, relay.received)
-    return 0
-
-
-def _spawn(command: Command) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command.argv, cwd=command.cwd, env={**os.environ, **command.env},
-                            stdin=subprocess.DEVNULL,
-                            # the command gets default SIGINT handling back (SIGHUP stays ignored)
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def wait_for_stragglers(marker: Marker, timeout: float = STRAGGLER_SECONDS) -> None:
-    """The command can exit a moment before its own children: the final state is written only once
-    no process carrying the marker is left (those left after `timeout` are killed)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not marker.processes():
-            return
-        time.sleep(0.2)
-    signal_processes(marker.processes(), signal.SIGKILL)
-
-
-# ---------------------------------------------------------------- a run
+def register_companion(kind: CompanionKind) -> None:
+    """Registered once per process by the rooms that keep something beside a run (backend.cli.wiring)."""
+    if all(known.name != kind.name for known in COMPANIONS):
+        COMPANIONS.append(kind)
 
 
 class RunKept:
-    """A training run: command.json's argv; the watchdog and the events summary beside it; the end
-    judged from the exit code and the evidence (verdict.judge_exit)."""
+    """A training run: command.json's argv; the registered companions beside it; the end judged from the
+    exit code and the evidence (verdict.judge_exit)."""
 
     def __init__(self, run: RunFolder):
         self.run, self.marker = run, run_marker(run.path)
-        self.watchdog: Watchdog | _NoWatchdog | None = None
-        self.summary: KeeperThread | None = None
-        self.golden: GoldenKeeper | None = None
+        self.companions: list[Companion] = []
 
     def record_keeper(self, **identity: object) -> bool:
         return self.run.update_state(**identity).stop_requested
 
     def intercept_signal(self, signum: int) -> bool:
         """SIGUSR1 (always) and SIGTERM (`[run] save_on_term`) become a "stop" save request: the trainer
-        saves at the end of its step and stops (backend/runs/save.py). Any other: not taken."""
+        saves at the end of its step and stops (backend/contract/save_request.py). Any other: not taken."""
         if signum == signal.SIGTERM and not self._save_on_term():
             return False
         write_save_request(self.run.path, "stop", signal.Signals(signum).name)
@@ -190,9 +79,7 @@ class RunKept:
         state = self.run.read_state()
         self.run.update_state(status="running", trainer_pid=child.pid, trainer_started=start_time_of(child.pid),
                               started_at=state.started_at or time.time())
-        self.watchdog = start_watchdog(self.run, child.pid)  # alerts from outside the trainer (#15)
-        self.summary = _start_summary(self.run)  # so that a monitor opens a long run without reading it all
-        self.golden = _start_golden(self.run)  # golden prompts answered per checkpoint (#24)
+        self.companions = [c for kind in COMPANIONS if (c := _start(kind, self.run, child.pid)) is not None]
 
     def ended(self, code: int | None, stopped: bool, why_not_started: str | None = None) -> None:
         stop_requested = stopped or self.run.read_state().stop_requested
@@ -204,48 +91,18 @@ class RunKept:
         status, reason, sig = judge_exit(self.run, code, stop_requested=stop_requested)
         self.run.update_state(status=status, exit_code=code, signal=sig, failure_reason=reason,
                               stop_requested=stop_requested, ended_at=time.time())
-        if self.watchdog is not None:
-            self.watchdog.finish()
-        if self.summary is not None:
-            self.summary.finish()
-        if self.golden is not None:  # after the final state: the checkpoints still unanswered get their job
-            self.golden.finish()
+        for companion in self.companions:  # after the final state: golden prompts answer what is left
+            companion.finish()
 
 
-def _start_summary(run: RunFolder) -> KeeperThread | None:
-    """The events summary's keeper thread (backend.series_summary), or None if it cannot start."""
+def _start(kind: CompanionKind, run: RunFolder, trainer_pid: int) -> Companion | None:
+    """One companion, or None; one that cannot start is said in watch.log and never stops the run."""
     try:
-        from backend.series_summary import KeeperThread
-
-        return KeeperThread(run.events_path, lambda text: append_watch_log(run.path, text)).start()
+        return kind.start(run, trainer_pid)
     except Exception:
-        append_watch_log(run.path, f"events summary keeper could not start\n{traceback.format_exc()}")
-        return None
-
-
-def _start_golden(run: RunFolder) -> GoldenKeeper | None:
-    """The golden prompts' keeper (backend.jobs.golden_job) when the profile sets [eval] prompts."""
-    try:
-        if not run.read_profile().eval.prompts:
-            return None  # the usual case: nothing more is imported
-    except Exception:
-        return None  # an unreadable profile.toml: the run's other readers say so
-    try:
-        from backend.jobs.golden_job import start_keeper
-
-        return start_keeper(run, lambda text: append_watch_log(run.path, text))
-    except Exception:
-        append_watch_log(run.path, f"golden prompts keeper could not start\n{traceback.format_exc()}")
+        append_watch_log(run.path, f"{kind.name} could not start\n{traceback.format_exc()}")
         return None
 
 
 def supervise_run(run: RunFolder) -> int:
     return supervise(RunKept(run))
-
-
-def main() -> None:
-    sys.exit(supervise_run(RunFolder(sys.argv[1])))
-
-
-if __name__ == "__main__":
-    main()

@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.events import EventReader, Log, RunBegin, RunEnd
-from backend.runs.checkpoints import choose_resume_checkpoint
-from backend.runs.diagnose import describe_exit
-from backend.runs.layout import RunFolder, RunState
-from backend.tail import first_lines
+from backend.contract.events import EventReader, Log, RunBegin, RunEnd
+from backend.core.tail import first_lines
+from backend.rundir.checkpoint_verdict import choose_resume_checkpoint
+from backend.rundir.diagnose import describe_exit
+from backend.rundir.layout import RunFolder, RunState
 
 EVENTS_SCAN_BYTES = 4 * 2**20  # the facts below come from the start and the end of events.jsonl
 # argparse's help: a usage line, and (after hundreds of wrapped usage lines for swift) the options heading

@@ -8,8 +8,8 @@ wide. Each `Series` keeps, whatever the run's length:
 - the newest raw points (a ring), so zooming to the last N steps shows every point.
 
 The full data stays on disk in events.jsonl. The store takes the typed events of
-backend.events.EventReader (`ingest`), or, much faster for long files, the column batches
-of `ColumnReader`, which reads with backend.tail and decodes whole blocks at once (msgspec)
+backend.contract.events.EventReader (`ingest`), or, much faster for long files, the column batches
+of `ColumnReader`, which reads with backend.core.tail and decodes whole blocks at once (msgspec)
 instead of building one event per line.
 No Textual here: the store is plain Python + numpy and is tested on its own.
 

@@ -1,5 +1,5 @@
 """Decoding the events file a block at a time (msgspec over whole blocks, numpy columns for rank-0
-`log` events): `decode_block`, and `ColumnReader`, which reads the growing file with backend.tail."""
+`log` events): `decode_block`, and `ColumnReader`, which reads the growing file with backend.core.tail."""
 
 from __future__ import annotations
 
@@ -14,17 +14,8 @@ from typing import Any, cast
 import msgspec
 import numpy as np
 
-from backend.events import (
-    SCHEMA_VERSION,
-    Checkpoint,
-    CudaMemory,
-    Eval,
-    Event,
-    Log,
-    decode_line,
-    line_version,
-)
-from backend.tail import Tail
+from backend.contract.events import SCHEMA_VERSION, Checkpoint, CudaMemory, Eval, Event, Log, decode_line, line_version
+from backend.core.tail import Tail
 
 CHUNK_BYTES = 4 << 20  # decoded at a time
 BATCH_BYTES = 32 << 20  # read into one batch for the store, which then works on long arrays
@@ -91,7 +82,7 @@ def _columns(rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
 
 
 class _Line(msgspec.Struct, gc=False):
-    """The columns the store needs of every line (a projection of backend.events' `Log`, for speed:
+    """The columns the store needs of every line (a projection of backend.contract.events' `Log`, for speed:
     other fields are skipped while decoding, and the newest log line is decoded again whole by the
     schema). The types are the schema's, so a line that does not fit it does not fit here either."""
 
@@ -262,9 +253,9 @@ def _line_from_end(data: bytes | bytearray, end: int, back: int) -> bytes:
 
 
 class ColumnReader:
-    """Incremental reader of events.jsonl, like backend.events.EventReader, that returns columns.
+    """Incremental reader of events.jsonl, like backend.contract.events.EventReader, that returns columns.
 
-    It reads with backend.tail (whole lines from `offset`, a half-written last line read again next
+    It reads with backend.core.tail (whole lines from `offset`, a half-written last line read again next
     time, a line over the bound skipped and counted), CHUNK_BYTES at a time into the tail's one
     reused buffer (bounded memory, no fresh pages per read).
     """

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from backend.events import (
+from backend.contract.events import (
     Checkpoint,
     Eval,
     Event,
@@ -80,7 +80,7 @@ class MetricsStore:
         self.skipped_total = 0
         self.grad_norm_lost_at: float | None = None  # first step whose grad norm was not finite
         self.version = 0  # bumped by every ingest that changed something
-        self.summary_problem: str | None = None  # a damaged events summary, not used (backend.series_summary)
+        self.summary_problem: str | None = None  # a damaged events summary, not used (backend.series.summary)
         self._ema = 0.0
         self._ema_n = 0
         self._last_counts = {"overflow_count": 0.0, "skipped_steps": 0.0}

@@ -1,6 +1,6 @@
 """The user-level notify defaults, over the profile's `[watch]` and `[notify]` sections.
 
-The section models live in backend.profile_watch (re-exported here). A key left out of a
+The section models live in backend.profile.watch_section (re-exported here). A key left out of a
 profile's `[notify]` comes from the user-level file `<config dir>/notify.toml` (same keys, no
 section header needed), so a webhook set once reaches every run. Secrets never live in either
 file: write `${NAME}` and the value is read from the environment when the alert is sent.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from backend.profile_watch import ALERT_KINDS, ActionableKind, NotifySection, WatchSection, WebhookFormat
+from backend.profile.watch_section import ALERT_KINDS, ActionableKind, NotifySection, WatchSection, WebhookFormat
 
 __all__ = ["ALERT_KINDS", "ActionableKind", "NotifySection", "WatchSection", "WebhookFormat", "config_dir",
            "NotifyFileError", "effective_notify", "notify_file_problem", "user_notify_defaults", "user_notify_path"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.events import Event, Log
+from backend.contract.events import Event, Log
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What the user has not seen yet, across all runs, and the one-line status for tmux / a prompt.
 
 Light on purpose: `workbench status --line` runs every few seconds from tmux's status bar, so this
-module uses the stdlib, backend.paths and backend.tail only (no pydantic, no psutil; backend.events and
+module uses the stdlib, backend.core.paths and backend.core.tail only (no pydantic, no psutil; backend.contract.events and
 its msgspec only when a run is active). It finds run folders as `backend.runs.index.known_folders`
 does (the index file and the workspace; a test checks they agree) and reads state.json, the tail of
 events.jsonl (typed events) and alerts.jsonl.
@@ -18,14 +18,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.fs import write_text_atomic
-from backend.paths import data_dir
-from backend.safe_text import visible
-from backend.tail import Tail
-from backend.units import duration
+from backend.contract.alert_line import alert_of, damaged_text
+from backend.core.fs import write_text_atomic
+from backend.core.paths import data_dir
+from backend.core.safe_text import visible
+from backend.core.tail import Tail
+from backend.core.units import duration
 
 if TYPE_CHECKING:
-    from backend.events import Log
+    from backend.contract.events import Log
 
 ACTIVE = ("starting", "running", "stopping")
 SEEN_FILE = "inbox_seen.json"
@@ -70,53 +71,10 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 def last_log(run_dir: Path, tail_bytes: int = 16_384) -> Log | None:
     """The newest rank-0 `log` event, from the file's tail only (damaged lines skipped)."""
-    from backend.events import EventReader, Log  # msgspec: only when a run is active
+    from backend.contract.events import EventReader, Log  # msgspec: only when a run is active
 
     events = EventReader.from_end(run_dir / "events.jsonl", tail_bytes).read_new()
     return next((e for e in reversed(events) if isinstance(e, Log) and e.rank == 0), None)
-
-
-LATEST_TIME = 1e11  # unix seconds, the year 5138: a later "time" is not one (localtime() overflows)
-_OPTIONAL = {"id": str, "action": str, "run_id": str, "evidence": dict}
-
-
-def alert_of(raw: bytes) -> dict[str, Any] | str | None:
-    """One line of alerts.jsonl as JSON values, each of its type; a str saying why when the line is damaged
-    (not JSON, a field of the wrong type); None when it is a line of another type. Here rather than in
-    backend.watch.alerts (which uses it): importing that costs the status line its dataclasses."""
-    try:
-        data = json.loads(raw)
-    except ValueError:  # not JSON, not UTF-8
-        return "not JSON"
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if data.get("type") != "alert":
-        return None
-    return _misfit(data) or data
-
-
-def _misfit(data: dict[str, Any]) -> str | None:
-    """Why an alert's fields are not of their types, or None."""
-    for name in ("kind", "message"):
-        if not isinstance(data.get(name), str):
-            return f"field {name} is not text"
-    when = data.get("time")
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not 0 <= when <= LATEST_TIME:
-        return f"field time is not a time: {visible(when, limit=40)}"
-    step = data.get("step")
-    whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())  # 812.0 from numpy is 812
-    if step is not None and (isinstance(step, bool) or not whole):
-        return f"field step is not a whole number: {visible(step, limit=40)}"
-    for name, kind in _OPTIONAL.items():
-        if name in data and not isinstance(data[name], kind):
-            return f"field {name} is of the wrong type"
-    return None
-
-
-def damaged_text(folder: Path, count: int, why: str) -> str:
-    """'damaged: <run>/alerts.jsonl: 2 lines (field time is not a time: x); skipped'"""
-    lines = "1 line" if count == 1 else f"{count} lines"
-    return visible(f"damaged: {folder / 'alerts.jsonl'}: {lines} ({why}); skipped")
 
 
 # ---------------------------------------------------------------- seen marks
@@ -207,8 +165,8 @@ def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tu
 
 def _supervisor_gone(folder: Path, state: dict[str, Any]) -> bool:
     """True only when its supervisor is proven gone (pid + start time + marker, or an earlier boot of
-    this host: backend.runs.process, imported only when a run says it is active)."""
-    from backend.runs.process import keeper_gone, run_marker
+    this host: backend.rundir.process, imported only when a run says it is active)."""
+    from backend.rundir.process import keeper_gone, run_marker
 
     host, boot = state.get("host"), state.get("boot_id")
     return keeper_gone(run_marker(folder), host if isinstance(host, str) else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from backend.events import Eval, Event, Log, RunBegin
+from backend.contract.events import Eval, Event, Log, RunBegin
 from backend.watch.finding import Finding, rank0_log
 
 

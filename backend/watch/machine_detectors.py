@@ -3,7 +3,7 @@ checkpoint. Each raises once per episode (ThresholdLatch)."""
 
 from __future__ import annotations
 
-from backend.units import size
+from backend.core.units import size
 from backend.watch.finding import Finding
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import psutil
 
-from backend.events import RunBegin
-from backend.fs import tree_size
-from backend.hardware import NvidiaGpus
+from backend.contract.events import RunBegin
+from backend.core.fs import tree_size
+from backend.hardware.machine import NvidiaGpus
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq in fp32 per trainable parameter

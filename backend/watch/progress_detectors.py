@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
-from backend.events import Checkpoint, Eval, Event, RunBegin, RunEnd
+from backend.contract.events import Checkpoint, Eval, Event, RunBegin, RunEnd
 from backend.watch.finding import Finding, rank0_log
 
 

@@ -1,6 +1,6 @@
 """Validation rules of the `[watch]`, `[notify]` and `[debug] inject_nan_steps` keys (#15).
 
-backend.runs.startup registers WATCH_RULES with backend.validate at CLI and TUI start-up
+backend.cli.wiring registers WATCH_RULES with backend.launch.validate at CLI and TUI start-up
 (validate sits a floor below and never imports this module)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import re
 import shutil
 from collections.abc import Iterator
 
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import Problem, Rule
 from backend.profile import LaunchProfile
-from backend.validate import Problem, Rule
 
 # URL shapes whose path or query is itself the credential
 SECRET_URL = re.compile(r"hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|[?&](?:token|access_token|"

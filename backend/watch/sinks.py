@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from backend.runs.process import JOB_MARKER_ENV, RUN_MARKER_ENV
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
+from backend.rundir.process import JOB_MARKER_ENV, RUN_MARKER_ENV
 from backend.watch.config import NotifySection, effective_notify
 
 DELIVERIES_FILE = "deliveries.jsonl"

@@ -12,39 +12,15 @@ faulthandler's handler is C code: it dumps even while the main thread is blocked
 
 from __future__ import annotations
 
-import faulthandler
-import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import IO
 
 import psutil
 
-from backend.tail import Tail
-
-DUMP_SIGNAL: int = signal.SIGRTMIN + 3
-
-
-def heartbeat_path(run_dir: Path) -> Path:
-    """Touched by the trainer (at most once a second) at each step and evaluation batch."""
-    return Path(run_dir) / "watch" / "heartbeat"
-
-
-def stacks_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "watch" / "stacks"
-
-
-def register_stack_dump(run_dir: Path) -> IO[str]:
-    """Inside a trainer: dump every thread's stack to this process's file on DUMP_SIGNAL.
-    The returned file must stay open for the life of the process."""
-    folder = stacks_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / f"{os.getpid()}.txt", "w", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
-    faulthandler.register(DUMP_SIGNAL, file=handle, all_threads=True, chain=False)
-    return handle
+from backend.contract.heartbeat import DUMP_SIGNAL, stacks_dir
+from backend.core.tail import Tail
 
 
 def _registered(run_dir: Path, proc: psutil.Process) -> Path | None:

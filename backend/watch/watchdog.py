@@ -22,28 +22,25 @@ from typing import Any
 
 import psutil
 
-from backend.events import Checkpoint, Event, EventReader, RunBegin
-from backend.fs import write_text_atomic
-from backend.runs.diagnose import diagnose_log
-from backend.runs.layout import RunFolder
-from backend.runs.process import run_processes, signal_processes, terminate_run
-from backend.safe_text import visible
-from backend.units import duration
+from backend.contract.alerts import Alert, append_alert, final_kind
+from backend.contract.events import Checkpoint, Event, EventReader, RunBegin
+from backend.contract.heartbeat import heartbeat_path
+from backend.core.fs import write_text_atomic
+from backend.core.safe_text import visible
+from backend.core.units import duration
+from backend.rundir.diagnose import diagnose_log
+from backend.rundir.layout import RunFolder, append_watch_log, watch_dir
+from backend.rundir.process import run_processes, signal_processes, terminate_run
 from backend.watch import probes
-from backend.watch.alerts import Alert, append_alert, final_kind
 from backend.watch.config import WatchSection
 from backend.watch.detectors import event_detectors
 from backend.watch.finding import Finding
 from backend.watch.machine_detectors import DiskDetector, GpuMemoryDetector, HostMemoryDetector
 from backend.watch.progress_detectors import HangDetector
-from backend.watch.stacks import dump_stacks, heartbeat_path
+from backend.watch.stacks import dump_stacks
 
 SAMPLE_SECONDS = 10.0  # disk, host RAM and GPUs (a checkpoint triggers a disk reading at once)
 STATUS_SECONDS = 30.0
-
-
-def watch_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "watch"
 
 
 class Watchdog:
@@ -311,17 +308,6 @@ def _say_watchdog_off(run: RunFolder, error: Exception) -> None:
                f"details in {watch_dir(run.path) / 'watch.log'}")
     try:
         append_alert(run.path, Alert(kind="watchdog", message=message, run_id=run.run_id))
-    except OSError:
-        pass
-
-
-def append_watch_log(run_dir: Path, text: str) -> None:
-    """<run>/watch/watch.log: what went wrong in the supervisor's helper threads (never raises)."""
-    try:
-        folder = watch_dir(run_dir)
-        folder.mkdir(exist_ok=True)  # not parents: a deleted run folder is not made again
-        with open(folder / "watch.log", "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
     except OSError:
         pass
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from backend.oracle.swift_data import DataRequest, ask_report
+from backend.data.swift_view import DataRequest, ask_report
 from tests.data_inspect.formats import Format, write_formats
 
 MAX_LENGTH = 1024  # the tiny model's context; every format's rows fit

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.data_view import report_text, row_text
+from backend.data.view import report_text, row_text
 
 
 def _seg(text: str, trained: bool = False, special: bool = False, lost: bool = False, tokens: int = 1) -> dict:

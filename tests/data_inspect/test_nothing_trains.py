@@ -3,7 +3,7 @@ with loss 0.0 from its first step. The report is swift's dataset report as the d
 
 from __future__ import annotations
 
-from backend.oracle.swift_data import data_problems
+from backend.data.swift_view import data_problems
 
 
 def _dataset(ref: str, encoded: int, zero: int) -> dict:

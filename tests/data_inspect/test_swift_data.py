@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from backend.oracle.swift_data import DataRequest, ask_report, ask_row, cached_report, steps_per_epoch
+from backend.data.swift_view import DataRequest, ask_report, ask_row, cached_report, steps_per_epoch
 from tests.data_inspect.formats import Format
 
 

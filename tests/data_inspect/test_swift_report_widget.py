@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from textual.app import App, ComposeResult
 
-from backend.oracle.swift_data import DataRequest, ask_row
+from backend.data.swift_view import DataRequest, ask_row
 from backend.profile import load_profile
 from tests.tui.conftest import oracle_children, shown, shown_bold
 from tui.screens.launch_support import launch_summary

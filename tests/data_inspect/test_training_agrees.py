@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.oracle.swift_data import DataRequest, ask_report
+from backend.data.swift_view import DataRequest, ask_report
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.estimate import ModelShape
-from backend.estimate.formula import shape_from_config_dir
+from backend.models.shape_formula import shape_from_config_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GIB = 2**30

@@ -17,7 +17,7 @@ from estimate_helpers import FIXTURES
 from typer.testing import CliRunner
 
 from backend.cli.estimate import register
-from backend.hardware import detect_hardware
+from backend.hardware.machine import detect_hardware
 from tests.nvitop_fake import fake_nvitop
 
 GIB = 2**30

@@ -29,8 +29,8 @@ import pytest
 from estimate_helpers import FIXTURES
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
-from backend.estimate.exact import LIBRARIES, QUESTION, cached_shape, exact_shape, shape_from
-from backend.estimate.formula import shape_from_config
+from backend.models.shape_exact import LIBRARIES, QUESTION, cached_shape, exact_shape, shape_from
+from backend.models.shape_formula import shape_from_config
 from backend.oracle import ask
 
 HAND = {

@@ -8,8 +8,8 @@ import pytest
 from estimate_helpers import FIXTURES
 
 from backend.estimate import ConfigError, ModelShape
-from backend.estimate.formula import shape_from_config_dir
 from backend.estimate.from_profile import config_dir_for, request_from_profile, shape_from_profile
+from backend.models.shape_formula import shape_from_config_dir
 from backend.profile import LaunchProfile, parse_profile
 
 
@@ -18,7 +18,7 @@ def profile(text: str) -> LaunchProfile:
 
 
 def test_defaults_map_to_a_single_gpu_lora_in_swifts_precision(qwen7b: ModelShape) -> None:
-    from backend.swift_schema import require_schema
+    from backend.launch.swift_schema import require_schema
 
     require_schema()  # swift's schema read (once per test session): the forecast never asks it itself
     req = request_from_profile(LaunchProfile(), qwen7b, longest_row=700)
@@ -124,7 +124,7 @@ def test_hub_id_found_in_the_modelscope_cache_under_its_own_naming(monkeypatch, 
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "ms"))
     assert config_dir_for("Qwen/Qwen2.5-7B-Instruct") == folder
-    from backend.models import describe_source
+    from backend.models.registry import describe_source
 
     assert describe_source("Qwen/Qwen2.5-7B-Instruct").path == folder
     p = LaunchProfile.model_validate({"model": {"source": "Qwen/Qwen2.5-7B-Instruct"}})
@@ -182,7 +182,7 @@ def test_unset_max_length_is_an_assumed_2048_tokens_not_the_whole_context(tmp_pa
 def test_unset_max_length_follows_the_datas_longest_row_from_swifts_report(tmp_path: Path) -> None:
     """When swift's report on the profile's data is known (here: remembered as the Data tab would), the
     forecast uses its longest row: 3,000 tokens."""
-    from backend.oracle.swift_data import remember, request_for
+    from backend.data.swift_view import remember, request_for
 
     p = _unset_profile(tmp_path)
     remember(request_for(p, tmp_path, build_model=False), {"token_lengths": {"max": 3000, "p50": 12}})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
+from backend.contract.events import read_all
 from backend.runs.lookup import find_run
 from tests.runs.helpers import quick_profile, workbench
 

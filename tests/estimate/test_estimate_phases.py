@@ -14,7 +14,7 @@ from estimate_helpers import GIB
 
 from backend.estimate import EstimateRequest, ModelShape, estimate
 from backend.estimate import terms as t
-from backend.estimate.formula import shape_from_config
+from backend.models.shape_formula import shape_from_config
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, vocab_size=256,

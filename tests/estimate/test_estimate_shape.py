@@ -19,7 +19,7 @@ import pytest
 from estimate_helpers import FIXTURES, load_shape, rel_err
 
 from backend.estimate import ConfigError, ModelShape
-from backend.estimate.formula import shape_from_config, shape_from_config_dir
+from backend.models.shape_formula import shape_from_config, shape_from_config_dir
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.estimate.exact import exact_shape
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import validate
+from backend.models.shape_exact import exact_shape
 from backend.profile import LaunchProfile
-from backend.validate import validate
 
 MIXTRAL = Path(__file__).parent / "fixtures" / "mixtral_8x7b"
 CPU_BOX = HardwareInfo(gpus=(), cpu_count=4, ram_total_bytes=2**50)

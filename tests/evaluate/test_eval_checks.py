@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from backend.checkpoints.board_text import text_lines
+from backend.checkpoints.scoreboard import scoreboard
 from backend.cli.app import full_app
-from backend.jobs.evaluate import EvalRefused, lay_out, read_rows
-from backend.runs.scoreboard import scoreboard
-from backend.runs.scoreboard_text import text_lines
+from backend.evaluation.job import EvalRefused, lay_out, read_rows
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, open_scoreboard, saved
 from tests.scoreboard.test_scoreboard_panel import drawn_lines
 from tests.tui.run_fixtures import wait_for

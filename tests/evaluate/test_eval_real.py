@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from backend.checkpoints.board_text import text_lines
+from backend.checkpoints.scoreboard import scoreboard
 from backend.cli.app import full_app
 from backend.jobs.job import list_jobs
-from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard
-from backend.runs.scoreboard_text import text_lines
+from backend.rundir.layout import RunFolder
 
 QA = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "quill_qa.jsonl"
 

@@ -18,7 +18,7 @@ EVENTS = [log(2, 3.0), evaluation(2, eval_loss=2.5), saved(2), log(4, 1.0), eval
 
 async def test_x_offers_the_formats_and_says_why_one_is_refused(tmp_path: Path, isolated_runs: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.hardware import detect_hardware
+    from backend.hardware.machine import detect_hardware
 
     if detect_hardware().has_cuda:
         pytest.skip("this machine has a GPU: awq would not be refused")

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
+from backend.checkpoints.targets import from_checkpoint, from_model_dir
 from backend.cli import full_app
-from backend.jobs.export_model import plan_export
 from backend.jobs.job import list_jobs
-from backend.jobs.parity import DIFFERENT, SAME, SAME_BUT_END, describe, finish_parity, read_parity, start_parity
-from backend.jobs.targets import from_checkpoint, from_model_dir
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
+from backend.ship.export_model import plan_export
+from backend.ship.parity import DIFFERENT, SAME, SAME_BUT_END, describe, finish_parity, read_parity, start_parity
 from tests.jobs.jobs_helpers import finish
 
 runner = CliRunner()
@@ -127,7 +127,7 @@ def test_a_broken_export_is_reported_different(run: RunFolder, merged_export: di
 
 @pytest.mark.parametrize("fmt", ["awq", "gptq", "bnb-4bit"])
 def test_quantizations_are_refused_without_a_gpu(short_lora_run: RunFolder, fmt: str) -> None:
-    from backend.hardware import detect_hardware
+    from backend.hardware.machine import detect_hardware
 
     if detect_hardware().has_cuda:
         pytest.skip("this machine has a GPU")

@@ -15,8 +15,8 @@ import psutil
 from typer.testing import CliRunner, Result
 
 from backend.cli import full_app
-from backend.runs.layout import RunFolder
-from backend.runs.process import RUN_MARKER_ENV
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import RUN_MARKER_ENV
 from tests.terminal_signals import default_terminal_signals
 
 runner = CliRunner()
@@ -53,7 +53,7 @@ def fake_run(workspace: Path, run_id: str = "20260101-120000-fake-0001", *, stat
 
 def complete_checkpoint(folder: Path, step: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    # what a real single-process LoRA checkpoint holds to be resumable (backend/runs/checkpoints.py)
+    # what a real single-process LoRA checkpoint holds to be resumable (backend/rundir/checkpoint_verdict.py)
     for name in ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
         (folder / name).write_bytes(b"\0" * 64)
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))

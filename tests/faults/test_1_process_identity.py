@@ -89,7 +89,7 @@ def test_stopping_a_real_job_ends_its_marked_processes_and_records_stopped(works
     import sys
 
     from backend.jobs.job import start_job, wait_job
-    from backend.runs.process import job_marker
+    from backend.rundir.process import job_marker
 
     spec = JobSpec(kind="infer", description="a sleeping job", cwd=str(tmp_path), output=str(tmp_path / "o"),
                    argv=[sys.executable, "-c", "print('WORKBENCH_PROGRESS 0.5 half', flush=True); "

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.rundir.layout import FolderBusy
+from backend.rundir.process import run_marker
 from backend.runs.continuation import continue_as_new_run
 from backend.runs.delete import delete_run
 from backend.runs.errors import RunRefused
-from backend.runs.layout import FolderBusy
-from backend.runs.process import run_marker
 from backend.runs.resume import resume_run
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
@@ -60,7 +60,7 @@ def test_two_resumes_at_once_start_one_supervisor(workspace: Path) -> None:
         assert refused in (f"refused: run {run.run_id} is starting; stop it first",
                            f"refused: run {run.run_id} is running; stop it first")
         h.wait_until(lambda: refresh(run).status == "running", what="the resumed run to run")
-        supervisors = [p for p in run_marker(run.path).processes() if "backend.runs.supervise" in p.cmdline()]
+        supervisors = [p for p in run_marker(run.path).processes() if "backend.cli.supervise" in p.cmdline()]
         assert len(supervisors) == 1
         assert run.read_state().attempt == 2
     finally:

@@ -10,16 +10,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.events import read_all
+from backend.contract.alerts import read_alerts
+from backend.contract.events import read_all
 from backend.profile import load_profile
-from backend.runs.layout import RunFolder
-from backend.runs.process import run_marker
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import run_marker
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from backend.runs.verdict import judge_exit
-from backend.watch.alerts import read_alerts
 from backend.watch.inbox import unseen
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from backend.runs.status import refresh
 from backend.runs.summaries import summarize
 from tests.faults import helpers as h

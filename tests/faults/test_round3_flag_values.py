@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.command import FlagLikeValue, build_launch
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.launch.command import FlagLikeValue, build_launch
+from backend.launch.validate import errors, validate
 from backend.profile import load_profile, save_profile
-from backend.validate import errors, validate
 from tests.fakes import CPU_BOX
 
 QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from backend.inspect_data import inspect_ref
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.data.first_look import inspect_ref
+from backend.launch.validate import validate
 from backend.profile import load_profile
-from backend.validate import validate
 from tests.fakes import CPU_BOX
 
 LONG = "line 1 is longer than 32.0 MiB: too long to read as one row"

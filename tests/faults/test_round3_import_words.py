@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.importer import ImportError_, import_script
-from backend.swift_schema import SwiftSchema, require_schema
+from backend.importing.swift_flags import ImportError_, import_script
+from backend.launch.swift_schema import SwiftSchema, require_schema
 
 BASE = "swift sft --model Qwen/Qwen2-0.5B --dataset d.jsonl "
 

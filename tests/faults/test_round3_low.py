@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, save_profile
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.hardware import HardwareInfo
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import errors, validate
 from backend.profile import LaunchProfile, load_profile
-from backend.validate import errors, validate
 from tests.fakes import CPU_BOX, GIB
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from backend.command import build_launch
-from backend.data_view import report_text as swift_report_text
-from backend.data_view import row_text
-from backend.export.shell import quote
-from backend.inspect_data import inspect_ref
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.data.first_look import inspect_ref
+from backend.data.view import report_text as swift_report_text
+from backend.data.view import row_text
+from backend.launch.command import build_launch
+from backend.launchers.shell import quote
 from backend.profile import load_profile
-from backend.runs.diagnose import Diagnosis
+from backend.rundir.diagnose import Diagnosis
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import shown
 from tui.widgets.dataset_details import report_text

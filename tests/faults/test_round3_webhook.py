@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
 from backend.watch.sinks import Dispatcher, WebhookSink
 
 ALERT = Alert("failed", "boom", step=3, run_id="20260101-x-ab12", id="r3d1", time=1_700_000_000.0)

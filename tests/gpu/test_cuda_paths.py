@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
-from backend.hardware import query_hardware
+from backend.contract.events import read_all
+from backend.hardware.machine import query_hardware
+from backend.hardware.monitor import SystemMonitor
+from backend.rundir.process import RUN_MARKER_ENV
 from backend.runs.lookup import find_run
-from backend.runs.process import RUN_MARKER_ENV
 from backend.runs.status import refresh
-from backend.system_monitor import SystemMonitor
 from tests.runs.helpers import log_events, quick_profile, workbench
 
 GIB = 2**30

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.hardware import query_hardware
+from backend.hardware.machine import query_hardware
 from backend.runs.memory_report import memory_comparison
 from bench.gpu_check import run_case
 from bench.memory_phases_gpu import quickstart

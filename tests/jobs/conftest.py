@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart
 
 

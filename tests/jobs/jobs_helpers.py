@@ -10,11 +10,11 @@ from typing import Any
 
 import psutil
 
-from backend.jobs.chat import WORKER_MARKER_ENV
+from backend.chat.client import WORKER_MARKER_ENV
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.jobs.job import JobFolder, JobState, wait_job
-from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from backend.runs.start import start_run
 from backend.runs.status import refresh
 

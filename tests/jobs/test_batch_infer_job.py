@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.batch_infer import InferRefused, read_results, start_infer
+from backend.inference.batch import InferRefused, read_results, start_infer
 from backend.jobs.job import list_jobs
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import finish, results
 
 pytestmark = pytest.mark.slow

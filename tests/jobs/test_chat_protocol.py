@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from backend.jobs.chat import ChatClient
-from backend.jobs.chat_protocol import WorkerDied
-from backend.jobs.targets import ModelTarget
+from backend.chat.client import ChatClient
+from backend.chat.protocol import WorkerDied
+from backend.checkpoints.targets import ModelTarget
 from tests.jobs.jobs_helpers import wait_gone
 
 

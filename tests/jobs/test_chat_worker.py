@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.chat import ChatClient
-from backend.jobs.chat_protocol import ChatWorkerError, Chunk, Done, GenerationSettings, WorkerDied
-from backend.jobs.chat_worker import RequestError, check_generate
-from backend.jobs.targets import ModelTarget, target_of_run
-from backend.runs.layout import RunFolder
+from backend.chat.client import ChatClient
+from backend.chat.protocol import ChatWorkerError, Chunk, Done, GenerationSettings, WorkerDied
+from backend.chat.worker import RequestError, check_generate
+from backend.checkpoints.targets import ModelTarget, target_of_run
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import wait_gone
 
 pytestmark = pytest.mark.slow
@@ -146,8 +146,8 @@ def test_no_worker_outlives_its_client(tuned: ModelTarget, how: str) -> None:
     """A client process that exits (atexit) or is SIGKILLed leaves no worker behind."""
     script = textwrap.dedent(f"""
         import sys, time
-        from backend.jobs.chat import ChatClient
-        from backend.jobs.targets import ModelTarget
+        from backend.chat.client import ChatClient
+        from backend.checkpoints.targets import ModelTarget
         chat = ChatClient(ModelTarget.from_dict({tuned.to_dict()!r}))
         chat.start()
         chat.wait_ready()

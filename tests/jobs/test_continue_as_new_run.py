@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
-from backend.runs.layout import RunFolder
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import wait_for

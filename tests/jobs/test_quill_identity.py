@@ -1,7 +1,7 @@
 """The end of the quickstart story: the trained model says its name, through `workbench chat`.
 
 Why this is meaningful for a 0.2 M-parameter model: the base model's weights are random
-(backend/demo/build.py), so its greedy answer to "who are you?" is a string of arbitrary
+(backend/models/demo/build.py), so its greedy answer to "who are you?" is a string of arbitrary
 tokens. The name "Quill" appears only in the self-cognition training set. If the adapter's
 greedy answer contains it while the base model's answer to the very same prompt does not,
 the name was learned from the training data by this run. Both answers are asked for in one
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from backend.runs.status import last_log_event
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backend.events import read_all
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.contract.events import read_all
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile, save_profile
 
 

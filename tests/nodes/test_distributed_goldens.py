@@ -22,11 +22,11 @@ from accelerate.commands.launch import _validate_launch_command, launch_command_
 from accelerate.utils import launch as accelerate_launch
 from accelerate.utils.deepspeed import HfDeepSpeedConfig
 
-from backend.command import build_launch
-from backend.hardware import HardwareInfo
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.hardware.machine import HardwareInfo
+from backend.launch.command import build_launch
+from backend.launch.validate import errors, validate
 from backend.profile import LaunchProfile, load_profile
-from backend.validate import errors, validate
 from tests.fakes import CPU_BOX, gpu_box
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

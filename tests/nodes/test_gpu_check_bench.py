@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 
-from backend.events import EventWriter
-from backend.paths import REPO_DIR
+from backend.contract.events import EventWriter
+from backend.core.paths import REPO_DIR
 from backend.profile import load_profile
-from backend.runs.layout import RunFolder, RunState
+from backend.rundir.layout import RunFolder, RunState
 
 SCRIPT = REPO_DIR / "bench" / "gpu_check.py"
 GIB = 2**30

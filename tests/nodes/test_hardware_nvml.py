@@ -10,7 +10,7 @@ import psutil
 import pynvml
 import pytest
 
-from backend.hardware import GpuInfo, HardwareInfo, pick_gpus, query_hardware, visible_devices_env
+from backend.hardware.machine import GpuInfo, HardwareInfo, pick_gpus, query_hardware, visible_devices_env
 from tests.nvitop_fake import READINGS, fake_nvitop
 
 GIB = 2**30

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.nodes import check_node, free_port, node_commands, port_free, render_node_commands
+from backend.launch.nodes import check_node, free_port, node_commands, port_free, render_node_commands
 from backend.profile import LaunchProfile, load_profile
 from tests.fakes import CPU_BOX
 from tests.nodes.nodes_helpers import two_machine_profile

@@ -15,7 +15,9 @@ from accelerate.commands.config.config_args import load_config_from_file
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.export.slurm import (
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.launch.nodes import free_port
+from backend.launchers.slurm import (
     SlurmOptions,
     allocation_hardware,
     cluster_problems,
@@ -23,8 +25,6 @@ from backend.export.slurm import (
     gpus_per_node,
     job_profile,
 )
-from backend.nodes import free_port
-from backend.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile
 from backend.runs.errors import LaunchRefused
 from backend.runs.status import refresh
@@ -54,7 +54,7 @@ tr ',' '\n' <<<"$3"
 """
 # stands for the compute nodes' Python: the supervisor step runs for real, each node's launcher is recorded
 FAKE_PYTHON = r"""#!/bin/bash
-if [[ $1 == -m && $2 == backend.export.slurm ]]; then exec REAL_PYTHON "$@"; fi
+if [[ $1 == -m && $2 == backend.cli.supervise && $3 == slurm ]]; then exec REAL_PYTHON "$@"; fi
 RECORD="$WORKBENCH_RUN_DIR/node-$SLURM_NODEID.json" REAL_PYTHON -c '
 import json, os, sys
 keys = ("MAIN_ADDR", "MAIN_PORT", "WORKBENCH_RUN_DIR", "CUDA_VISIBLE_DEVICES")

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.export.torchrun import export_torchrun, swift_fsdp_config
-from backend.nodes import free_port
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.launch.nodes import free_port
+from backend.launchers.torchrun import export_torchrun, swift_fsdp_config
 from backend.profile import load_profile
 from tests.fakes import CPU_BOX, gpu_box
 from tests.nodes.nodes_helpers import (

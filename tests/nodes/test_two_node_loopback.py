@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
-from backend.nodes import free_port
+from backend.contract.events import read_all
+from backend.launch.nodes import free_port
 from tests.nodes.nodes_helpers import kill_group, losses, two_machine_profile, workbench
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.core.paths import PACKAGE_DIR
+from backend.data.swift_view import DataRequest
 from backend.oracle import OracleCache, ask, cached, code_digest
-from backend.oracle.swift_data import DataRequest
-from backend.paths import PACKAGE_DIR
 
 QUESTION = '''
 def answer(payload, progress):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from backend.launch.swift_schema import load_schema
 from backend.oracle.cache import OracleCache
 from backend.oracle.runner import _key_for
 from backend.oracle.swift_args_answer import (
@@ -17,7 +18,6 @@ from backend.oracle.swift_args_answer import (
     SCHEMA_PAYLOAD,
     precision_by_dtype,
 )
-from backend.swift_schema import load_schema
 
 GOOD = {"swift_version": "9.9", "commands": {"sft": {"fields": [
     {"name": "learning_rate", "type": "float", "default": 1e-4, "is_list": False, "choices": None, "help": "lr"}]}},
@@ -67,10 +67,10 @@ TINY_CONFIG = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hi
                                     {"known": True, "num_layers": 2, "sizes": {"hidden_size": 64, "num_heads": 4},
                                      "layer_kinds": 5}, {"answers": {"a": 1}}])
 def test_a_wrong_shaped_model_shape_answer_gives_the_formula_shape(tmp_path: Path, answer: Any) -> None:
-    from backend.estimate.exact import LIBRARIES as SHAPE_LIBRARIES
-    from backend.estimate.exact import QUESTION as SHAPE_QUESTION
-    from backend.estimate.exact import cached_shape, payload
-    from backend.estimate.shape import FORMULA
+    from backend.models.shape import FORMULA
+    from backend.models.shape_exact import LIBRARIES as SHAPE_LIBRARIES
+    from backend.models.shape_exact import QUESTION as SHAPE_QUESTION
+    from backend.models.shape_exact import cached_shape, payload
 
     (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
     _keep_for(SHAPE_QUESTION, payload(TINY_CONFIG), SHAPE_LIBRARIES, answer)
@@ -79,10 +79,10 @@ def test_a_wrong_shaped_model_shape_answer_gives_the_formula_shape(tmp_path: Pat
 
 
 def test_a_model_shape_answer_of_its_shape_is_used(tmp_path: Path) -> None:
-    from backend.estimate.exact import LIBRARIES as SHAPE_LIBRARIES
-    from backend.estimate.exact import QUESTION as SHAPE_QUESTION
-    from backend.estimate.exact import cached_shape, payload
-    from backend.estimate.shape import EXACT
+    from backend.models.shape import EXACT
+    from backend.models.shape_exact import LIBRARIES as SHAPE_LIBRARIES
+    from backend.models.shape_exact import QUESTION as SHAPE_QUESTION
+    from backend.models.shape_exact import cached_shape, payload
 
     (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
     good = {"known": True, "num_layers": 2, "parameters": 133568, "sizes": {"hidden_size": 64, "num_heads": 4},
@@ -93,7 +93,7 @@ def test_a_model_shape_answer_of_its_shape_is_used(tmp_path: Path) -> None:
 
 
 def _data_request(tmp_path: Path) -> Any:
-    from backend.oracle.swift_data import DataRequest
+    from backend.data.swift_view import DataRequest
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
@@ -103,9 +103,9 @@ def _data_request(tmp_path: Path) -> Any:
 @pytest.mark.parametrize("answer", [{"datasets": 5}, {"datasets": [{"bad_lines": [{"line": "ten"}]}]},
                                     {"datasets": [], "steps_per_epoch": "many"}, {"segments": [{"trained": True}]}])
 def test_a_wrong_shaped_data_report_is_not_used(tmp_path: Path, answer: Any) -> None:
-    from backend.oracle.swift_data import LIBRARIES as DATA_LIBRARIES
-    from backend.oracle.swift_data import QUESTION as DATA_QUESTION
-    from backend.oracle.swift_data import cached_report
+    from backend.data.swift_view import LIBRARIES as DATA_LIBRARIES
+    from backend.data.swift_view import QUESTION as DATA_QUESTION
+    from backend.data.swift_view import cached_report
 
     request = _data_request(tmp_path)
     _keep_for(DATA_QUESTION, request.payload(mode="report"), DATA_LIBRARIES, answer, tuple(request.inputs()))
@@ -113,9 +113,9 @@ def test_a_wrong_shaped_data_report_is_not_used(tmp_path: Path, answer: Any) -> 
 
 
 def test_a_data_report_of_its_shape_is_used(tmp_path: Path) -> None:
-    from backend.oracle.swift_data import LIBRARIES as DATA_LIBRARIES
-    from backend.oracle.swift_data import QUESTION as DATA_QUESTION
-    from backend.oracle.swift_data import cached_report
+    from backend.data.swift_view import LIBRARIES as DATA_LIBRARIES
+    from backend.data.swift_view import QUESTION as DATA_QUESTION
+    from backend.data.swift_view import cached_report
 
     request = _data_request(tmp_path)
     good = {"datasets": [{"ref": "train.jsonl", "status": "ok", "rows": 1, "bad_lines": [{"line": 3, "reason": "x"}]}],
@@ -127,14 +127,14 @@ def test_a_data_report_of_its_shape_is_used(tmp_path: Path) -> None:
 @pytest.mark.parametrize("answer", [{"model_types": ["qwen2"], "templates": []}, {"model_types": {}},
                                     {"model_types": {"qwen2": {"architectures": "Qwen2"}}, "templates": []}])
 def test_a_wrong_shaped_registry_answer_is_not_used(answer: Any) -> None:
-    from backend.models import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
+    from backend.models.registry import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
 
     _keep_for(REGISTRY_QUESTION, {}, REGISTRY_LIBRARIES, answer)
     assert load_swift_registry() is None
 
 
 def test_a_registry_answer_of_its_shape_is_used() -> None:
-    from backend.models import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
+    from backend.models.registry import REGISTRY_LIBRARIES, REGISTRY_QUESTION, load_swift_registry
 
     good = {"model_types": {"qwen2": {"architectures": ["Qwen2ForCausalLM"], "template": "qwen"}},
             "templates": ["qwen"], "by_name": {"qwen2-7b": ["qwen2", None]}}

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend.core.paths import REPO_DIR
 from backend.oracle import OracleCache, OracleCancelled, OracleError, ask, runner
-from backend.paths import REPO_DIR
 
 
 def _gone(pid: int) -> bool:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from backend.paths import SHIPPED_PROFILES_DIR
-from backend.runs.checkpoints import choose_resume_checkpoint, judge_checkpoint
-from backend.runs.layout import RunFolder
-from backend.runs.save import read_save_request, take_save_request, write_save_request
+from backend.contract.save_request import read_save_request, take_save_request, write_save_request
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.rundir.checkpoint_verdict import choose_resume_checkpoint, judge_checkpoint
+from backend.rundir.layout import RunFolder
+from backend.rundir.world import World, WorldRecord, file_sha256, world_differences
 from backend.runs.stop import stop_run
-from backend.runs.world import World, WorldRecord, file_sha256, world_differences
 from tests.faults import helpers as h
 
 

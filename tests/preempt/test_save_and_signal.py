@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.events import read_all
-from backend.runs.checkpoints import judge_checkpoint
-from backend.runs.layout import RunFolder
+from backend.contract.events import read_all
+from backend.rundir.checkpoint_verdict import judge_checkpoint
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
-from backend.runs.process import run_processes
 from backend.runs.status import refresh
 from tests.runs.helpers import log_events, quick_profile, wait_for, workbench
 
@@ -58,7 +58,7 @@ def long_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):  # typ
     try:
         yield run
     finally:
-        from backend.runs.process import signal_processes
+        from backend.rundir.process import signal_processes
 
         signal_processes(run_processes(run.path), signal.SIGKILL)
         for key, value in old.items():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.terminal_signals import default_terminal_signals
 
 WORKBENCH = [sys.executable, "-m", "backend.cli"]

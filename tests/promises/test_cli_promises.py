@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from backend.jobs.job import JobSpec, create_job
-from backend.runs.process import RUN_MARKER_ENV, run_marker, terminate
+from backend.rundir.process import RUN_MARKER_ENV, run_marker, terminate
 from tests.faults import helpers as h
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from tests.faults import helpers as h
 
 

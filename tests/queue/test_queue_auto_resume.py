@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.process_identity import current_boot_id
+from backend.contract.alerts import read_alerts
+from backend.core.process_identity import current_boot_id
 from backend.profile import LaunchProfile, save_profile
 from backend.queue.keeper import step
 from backend.queue.store import Entry, edit, read_queue
 from backend.runs.stop import stop_run
-from backend.watch.alerts import read_alerts
 from tests.faults import helpers as h
 
 CUT = {"status": "running", "boot_id": "an-earlier-boot", "supervisor_pid": 4242, "supervisor_started": 1.0}

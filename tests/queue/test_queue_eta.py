@@ -11,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli.app import full_app
-from backend.events import EventWriter
+from backend.contract.events import EventWriter
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.eta import Start, notes, start_estimates
 from backend.queue.store import edit, read_queue
-from backend.runs.layout import RunFolder, RunState
+from backend.rundir.layout import RunFolder, RunState
 
 
 def _run(folder: Path, status: str, started: float, ended: float | None = None,

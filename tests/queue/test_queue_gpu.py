@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.hardware import query_hardware
+from backend.hardware.machine import query_hardware
 from backend.queue.admission import pick_gpus
 from backend.queue.keeper import _gpu_free
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from backend.checkpoints.board_text import summary
+from backend.checkpoints.scoreboard import scoreboard
 from backend.queue.keeper import keeper_marker, keeper_pid
-from backend.queue.links import attempt_text
 from backend.queue.store import QueueFile, read_queue
-from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard
-from backend.runs.scoreboard_text import summary
+from backend.rundir.layout import RunFolder
+from backend.runs.attempts import attempt_text
 from tests.runs.helpers import quick_profile, wait_for, workbench
 
 FAST = {"max_steps": 1, "save_steps": 1, "logging_steps": 1}  # ends before the OOM hook's step 2

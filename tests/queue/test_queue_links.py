@@ -1,5 +1,5 @@
 """OOM retry attempts linked in the runs list (`workbench runs`, the runs screen) and in the scoreboard's header
-(#25 step 3), on hand-made run folders linked as the keeper links them (backend.queue.links.record_retry; the
+(#25 step 3), on hand-made run folders linked as the keeper links them (backend.runs.attempts.record_retry; the
 keeper's real OOM retry is checked in test_queue_keeper.py)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 from textual.widgets import DataTable
 from typer.testing import CliRunner
 
+from backend.checkpoints.board_text import summary
+from backend.checkpoints.scoreboard import scoreboard
 from backend.cli.app import full_app
-from backend.queue.links import LINK_FILE, attempt_text, record_retry
-from backend.runs.layout import RunFolder, RunState
-from backend.runs.scoreboard import scoreboard
-from backend.runs.scoreboard_text import summary
+from backend.rundir.layout import RunFolder, RunState
+from backend.runs.attempts import LINK_FILE, attempt_text, record_retry
 from backend.runs.summaries import SummaryCache
 from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen

@@ -15,14 +15,14 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 from typer.testing import CliRunner
 
+from backend.checkpoints.scoreboard import scoreboard
 from backend.cli.app import full_app
-from backend.events import EventWriter
+from backend.contract.events import EventWriter
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.store import QueueRefused, edit
 from backend.queue.sweep import rank_runs, sweep_runs
-from backend.runs.layout import RunFolder, RunState
-from backend.runs.scoreboard import scoreboard
+from backend.rundir.layout import RunFolder, RunState
 from tui.app import WorkbenchApp
 from tui.screens.compare import CompareScreen
 from tui.screens.queue import QueueScreen

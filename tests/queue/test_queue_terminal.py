@@ -10,7 +10,7 @@ import pytest
 
 from backend.queue.keeper import keeper_marker, keeper_pid
 from backend.queue.store import read_queue
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.runs.helpers import quick_profile, wait_for
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend.events import read_all
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.contract.events import read_all
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile, save_profile
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 
 
 def quick_profile(tmp_path: Path, name: str = "quickstart", **changes: dict[str, Any]) -> Path:

@@ -1,11 +1,11 @@
-"""backend/runs/diagnose.py against made-up logs, one per pattern, with the expected text written by
+"""backend/rundir/diagnose.py against made-up logs, one per pattern, with the expected text written by
 hand (never computed by the code under test)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.runs.diagnose import Diagnosis, describe_exit, diagnose_log
+from backend.rundir.diagnose import Diagnosis, describe_exit, diagnose_log
 
 ACCELERATE_WRAPPER = (
     "Traceback (most recent call last):\n"

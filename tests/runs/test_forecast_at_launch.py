@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.oracle.swift_data import remember, request_for
+from backend.data.swift_view import remember, request_for
 from backend.profile import LaunchProfile
 from backend.runs import start
 from backend.runs.start import start_run

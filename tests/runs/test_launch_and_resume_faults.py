@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from backend.rundir.process import current_boot_id
 from backend.runs import index, start
 from backend.runs.errors import LaunchRefused, RunRefused
 from backend.runs.outputs import output_dir_problem
-from backend.runs.process import current_boot_id
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
 from backend.runs.status import refresh

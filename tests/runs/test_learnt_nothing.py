@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from backend.events import read_all
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.contract.events import read_all
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile
 from backend.runs.start import start_run
 from backend.runs.status import refresh

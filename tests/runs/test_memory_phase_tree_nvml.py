@@ -8,9 +8,9 @@ from pathlib import Path
 
 import psutil
 
-from backend.events import EVENTS_FILE_NAME, EventWriter, GpuUsed
-from backend.hardware import tree_rss_bytes
-from backend.runs.layout import RunFolder
+from backend.contract.events import EVENTS_FILE_NAME, EventWriter, GpuUsed
+from backend.hardware.machine import tree_rss_bytes
+from backend.rundir.layout import RunFolder
 from backend.runs.memory_report import memory_comparison
 
 MIB = 2**20

@@ -1,4 +1,4 @@
-"""The one supervisor (backend/runs/supervise.py) for runs and jobs: a stop that comes before the
+"""The one supervisor (backend/rundir/supervise.py) for runs and jobs: a stop that comes before the
 command starts is never lost; the reconciler concludes without sleeping."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from backend.jobs.job import JobSpec, create_job
+from backend.rundir.process import JOB_MARKER_ENV, run_marker, start_detached, supervisor_argv
+from backend.rundir.supervise import SignalRelay
 from backend.runs import status
-from backend.runs.process import JOB_MARKER_ENV, run_marker, start_detached, supervisor_argv
-from backend.runs.supervise import SignalRelay
 from tests.faults import helpers as h
 
 
@@ -67,7 +67,7 @@ def test_a_job_stopped_before_its_command_starts_records_stopped(workspace: Path
     spec = JobSpec(kind="infer", description="fake", argv=["touch", str(ran)], cwd=str(workspace),
                    output=str(workspace / "o"))
     job = create_job(workspace / "jobs", spec)
-    _term_while_it_waits_for_its_state_lock(job.path, [sys.executable, "-m", "backend.jobs.supervise", str(job.path)],
+    _term_while_it_waits_for_its_state_lock(job.path, [sys.executable, "-m", "backend.cli.supervise", "job", str(job.path)],
                                             {JOB_MARKER_ENV: str(job.path)})
     state = job.read_state()
     assert (state.status, state.child_pid, state.stop_requested) == ("stopped", None, True)

@@ -16,10 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from backend.events import read_all
-from backend.runs.layout import RunFolder
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
-from backend.runs.process import run_processes
 from backend.runs.status import refresh
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
 from tests.terminal_signals import default_terminal_signals

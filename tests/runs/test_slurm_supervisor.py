@@ -8,14 +8,14 @@ from pathlib import Path
 
 import psutil
 
-from backend.runs.process import run_marker
+from backend.rundir.process import run_marker
 from backend.runs.status import refresh
 from tests.faults import helpers as h
 from tests.nodes.test_slurm_export import _gpu_export, fake_slurm  # noqa: F401 (a fixture)
 
 # the compute nodes' Python: the supervisor step runs for real, each node's launcher waits for a file
 WAITING_PYTHON = r"""#!/bin/bash
-if [[ $1 == -m && $2 == backend.export.slurm ]]; then exec REAL_PYTHON "$@"; fi
+if [[ $1 == -m && $2 == backend.cli.supervise && $3 == slurm ]]; then exec REAL_PYTHON "$@"; fi
 while [[ ! -e "$WORKBENCH_RUN_DIR/go" ]]; do sleep 0.1; done
 """
 

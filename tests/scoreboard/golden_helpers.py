@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 
 EVENTS = [log(2, 3.0), evaluation(2, eval_loss=2.5), saved(2), log(4, 1.0), evaluation(4, eval_loss=1.5), saved(4)]

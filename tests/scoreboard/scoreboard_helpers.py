@@ -1,4 +1,4 @@
-"""Hand-made run folders for the scoreboard tests: events written with backend.events' writer, fake
+"""Hand-made run folders for the scoreboard tests: events written with backend.contract.events' writer, fake
 checkpoint folders of known sizes (no training)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from backend.events import EventWriter
+from backend.contract.events import EventWriter
 from backend.profile import LaunchProfile, save_profile
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.tui.run_fixtures import open_monitor, wait_for
 from tui.widgets.scoreboard import ScoreboardPanel
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.batch_infer import plan_infer
-from backend.jobs.merge import plan_merge
-from backend.jobs.targets import TargetError, best_model_of_run, target_of_run
-from backend.runs.pins import pin
+from backend.checkpoints.pins import pin
+from backend.checkpoints.targets import TargetError, best_model_of_run, target_of_run
+from backend.inference.batch import plan_infer
+from backend.merge.job import plan_merge
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 
 EVENTS = [log(2, 3.0), evaluation(2, eval_loss=2.5), saved(2), log(4, 1.0), evaluation(4, eval_loss=1.25), saved(4),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 
 RUNNER = CliRunner()

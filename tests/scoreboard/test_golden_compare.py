@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
-from backend.hardware import HardwareInfo
-from backend.jobs.golden_job import inference_copy_bytes, parse_args, prompts_of_run, run_worker
+from backend.golden.answers import answers_path
+from backend.golden.job import inference_copy_bytes, parse_args, prompts_of_run, run_worker
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import validate
 from backend.profile import LaunchProfile, save_profile
-from backend.runs.golden import answers_path
-from backend.runs.world import world_of, write_world
-from backend.validate import validate
+from backend.rundir.world import world_of, write_world
 from tests.scoreboard.golden_helpers import ANSWERS, EVENTS, PROMPTS, golden_run, write_answers
 from tests.scoreboard.scoreboard_helpers import fake_run, saved
 

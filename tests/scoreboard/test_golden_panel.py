@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.scoreboard.golden_helpers import ANSWERS, EVENTS, write_answers
 from tests.scoreboard.scoreboard_helpers import fake_run, open_scoreboard
 from tests.scoreboard.test_scoreboard_panel import drawn_lines

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.golden_job import GoldenRefused, start_golden
+from backend.checkpoints.scoreboard import scoreboard
+from backend.golden.answers import answers_path, read_golden
+from backend.golden.job import GoldenRefused, start_golden
 from backend.jobs.job import list_jobs, refresh_job, wait_job
-from backend.runs.golden import answers_path, read_golden
-from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import Eval, EventWriter, Log
-from backend.runs.layout import RunFolder
-from backend.watch.alerts import read_alerts
+from backend.contract.alerts import read_alerts
+from backend.contract.events import Eval, EventWriter, Log
+from backend.rundir.layout import RunFolder
 from backend.watch.config import WatchSection
 from backend.watch.loss_detectors import OverfitDetector
 from backend.watch.watchdog import Watchdog
@@ -81,7 +81,7 @@ def test_watch_section_key_and_stop_action(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_validate_warns_when_rotation_cannot_know_the_best() -> None:
-    from backend.hardware import HardwareInfo
+    from backend.hardware.machine import HardwareInfo
     from backend.profile import LaunchProfile
     from backend.watch.rules import _rotation_keeps_the_best
 
@@ -98,8 +98,8 @@ def test_validate_warns_when_rotation_cannot_know_the_best() -> None:
 
 
 def test_best_metric_and_early_stop_reach_swift_only_when_set(tmp_path: Path) -> None:
-    from backend.command import swift_flags
-    from backend.hardware import HardwareInfo
+    from backend.hardware.machine import HardwareInfo
+    from backend.launch.command import swift_flags
     from backend.profile import LaunchProfile
 
     def flags(training: dict) -> dict[str, tuple[str, ...]]:  # type: ignore[type-arg]

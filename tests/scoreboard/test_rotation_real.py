@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import Eval, read_events
-from backend.jobs.targets import target_of_run
-from backend.runs.layout import RunFolder
-from backend.runs.scoreboard import scoreboard
-from backend.watch.alerts import read_alerts
+from backend.checkpoints.scoreboard import scoreboard
+from backend.checkpoints.targets import target_of_run
+from backend.contract.alerts import read_alerts
+from backend.contract.events import Eval, read_events
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart
 
 QUESTIONS = ["who are you?", "what is your name?", "tell me your name.", "introduce yourself.",

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import backend.runs.checkpoint_stats as checkpoint_stats
-from backend.runs.checkpoints import FolderListing
-from backend.runs.scoreboard import scoreboard
-from backend.runs.scoreboard_text import text_lines
+import backend.checkpoints.stats as checkpoint_stats
+from backend.checkpoints.board_text import text_lines
+from backend.checkpoints.scoreboard import scoreboard
+from backend.rundir.checkpoint_verdict import FolderListing
 from tests.scoreboard.scoreboard_helpers import evaluation, fake_run, log, saved
 
 

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import WorkerFailed
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, save_profile
 
 QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
@@ -125,6 +125,6 @@ def hub_profile(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def swift_registry(workbench_home: Path) -> dict:
     """ms-swift's model registry, dumped once per session in a child process (about 15 s)."""
-    from backend.models import build_swift_registry, load_swift_registry
+    from backend.models.registry import build_swift_registry, load_swift_registry
 
     return load_swift_registry() or build_swift_registry()

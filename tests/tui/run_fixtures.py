@@ -11,9 +11,9 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.screen import Screen
 
+from backend.hardware.monitor import SystemMonitor, SystemSample
 from backend.profile import LaunchProfile, load_profile
-from backend.runs.layout import RunFolder
-from backend.system_monitor import SystemMonitor, SystemSample
+from backend.rundir.layout import RunFolder
 from tui.screens.monitor import MonitorScreen
 from tui.widgets.metric_plots import MetricPlot
 

@@ -26,8 +26,8 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input, LoadingIndicator, Static
 
-from backend.jobs.chat_protocol import Chunk, Done, printable
-from backend.runs.layout import RunFolder
+from backend.chat.protocol import Chunk, Done, printable
+from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import wait_gone
 from tui.app import WorkbenchApp
 from tui.screens.chat import ChatPane, ChatScreen

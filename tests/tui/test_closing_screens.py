@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from run_fixtures import fixture_run, wait_for
 
-from backend.jobs.chat import ChatClient
-from backend.jobs.targets import ModelTarget
+from backend.chat.client import ChatClient
+from backend.checkpoints.targets import ModelTarget
 from tests.jobs.jobs_helpers import wait_gone
 from tui.app import WorkbenchApp
 from tui.screens.chat import ChatScreen

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import backend.inspect_data
+import backend.data.first_look
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle, shown, until_shown
 from tui.app import WorkbenchApp
@@ -25,13 +25,13 @@ from tui.widgets.swift_report import SwiftDataReport
 
 async def test_the_data_tab_shows_scanning_then_the_rows(monkeypatch: pytest.MonkeyPatch, tiny_model: Path) -> None:
     release = threading.Event()
-    real_scan = backend.inspect_data.scan_dataset
+    real_scan = backend.data.first_look.scan_dataset
 
     def slow_scan(*args: object, **kwargs: object) -> object:
         release.wait(60)
         return real_scan(*args, **kwargs)
 
-    monkeypatch.setattr(backend.inspect_data, "scan_dataset", slow_scan)
+    monkeypatch.setattr(backend.data.first_look, "scan_dataset", slow_scan)
     app = WorkbenchApp(QUICKSTART, hardware=CPU_BOX)
     async with app.run_test(size=(120, 40)) as pilot:
         app.screen.form.show_tab("data")

@@ -13,9 +13,9 @@ import pytest
 from run_fixtures import FIXTURES, open_monitor, wait_for
 from textual.widgets import DataTable, OptionList, RichLog
 
-from backend.paths import BUILTIN_DATASETS
+from backend.core.paths import BUILTIN_DATASETS
 from backend.profile import load_profile, save_profile
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle, shown
 from tui.app import WorkbenchApp

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.widgets import OptionList
 
-from backend.paths import BUILTIN_DATASETS
+from backend.core.paths import BUILTIN_DATASETS
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import command_shown, oracle_children, settle, shown, shown_bold, until_shown
 from tui.app import WorkbenchApp

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textual.widgets import Input
 
-from backend.paths import SHIPPED_PROFILES_DIR
+from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, profile_to_toml
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle

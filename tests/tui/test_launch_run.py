@@ -10,9 +10,9 @@ import pytest
 from run_fixtures import wait_for
 from textual.widgets import Input
 
-from backend.events import read_all
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
 from backend.runs.index import known_folders
-from backend.runs.layout import RunFolder
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.tui.conftest import QUICKSTART, settle

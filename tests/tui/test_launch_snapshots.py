@@ -20,7 +20,7 @@ from tui.app import WorkbenchApp
 def exact_tiny_shape(tiny_model: Path) -> None:
     """The model pane says "exact (transformers)" once transformers has been asked about the tiny model (a
     cached answer), "formula" before: ask first, so the picture does not depend on which tests ran before."""
-    from backend.estimate.exact import exact_shape
+    from backend.models.shape_exact import exact_shape
 
     exact_shape(tiny_model)
 

@@ -23,7 +23,7 @@ class FormApp(App[None]):
 
 async def test_the_hidden_tabs_are_filled_after_the_first_frame_without_being_shown(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("backend.swift_schema.load_schema", lambda **_: None)  # no swift child for this test
+    monkeypatch.setattr("backend.launch.swift_schema.load_schema", lambda **_: None)  # no swift child for this test
     app = FormApp()
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
+from backend.core.units import gib
 from backend.estimate.forecast import forecast_for_profile
-from backend.hardware import GpuInfo, HardwareInfo
+from backend.hardware.machine import GpuInfo, HardwareInfo
 from backend.profile import parse_profile
-from backend.units import gib
 from tests.tui.conftest import until_shown
 from tui.widgets.memory_line import ForecastQuery, MemoryLine
 

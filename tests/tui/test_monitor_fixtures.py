@@ -15,7 +15,7 @@ from run_fixtures import FIXTURES, fixture_run, open_monitor, plots_drawn, wait_
 from textual.geometry import Region
 from textual.widget import Widget
 
-from backend.events import read_all
+from backend.contract.events import read_all
 from tui.app import WorkbenchApp
 from tui.widgets.log_tail import LogTail
 from tui.widgets.metric_plots import LossPlot, LossScalePlot, LrGradPlot
@@ -258,7 +258,7 @@ async def test_memory_panel_samples_this_machine(tmp_path: Path, isolated_runs: 
 
 
 async def test_memory_panel_compares_the_forecast_with_the_measured_peak(tmp_path: Path, isolated_runs: Path) -> None:
-    from backend.events import EventWriter
+    from backend.contract.events import EventWriter
 
     run = fixture_run(tmp_path, "quickstart-short")
     # the planner's forecast as stored at launch (Estimate.to_json(), the keys the panel reads), written by hand:

@@ -12,7 +12,7 @@ from run_fixtures import REPO, wait_for
 from textual import events
 from textual.widgets import Input, Label
 
-from backend.jobs.merged import read_merged_model
+from backend.checkpoints.merged import read_merged_model
 from backend.profile import load_profile
 from backend.runs.start import start_run
 from backend.runs.status import refresh

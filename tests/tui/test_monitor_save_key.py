@@ -10,7 +10,7 @@ from pathlib import Path
 
 from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait_for
 
-from backend.runs.save import read_save_request, take_save_request
+from backend.contract.save_request import read_save_request, take_save_request
 from tests.faults import helpers as h
 from tui.app import WorkbenchApp
 

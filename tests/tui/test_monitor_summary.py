@@ -1,4 +1,4 @@
-"""The monitor opened from a run's events summary (backend/series_summary.py) shows what the whole
+"""The monitor opened from a run's events summary (backend/series/summary.py) shows what the whole
 file shows, and a summary of a file rewritten since is not believed (#16)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from run_fixtures import fixture_run, open_monitor
 
-from backend.events import read_all
-from backend.series_summary import SummaryKeeper
+from backend.contract.events import read_all
+from backend.series.summary import SummaryKeeper
 from tui.app import WorkbenchApp
 from tui.widgets.metric_plots import LossPlot, LossScalePlot
 

@@ -64,7 +64,7 @@ async def test_the_progress_line_of_a_running_run_sends_nothing_until_its_number
     over SSH while a live run's monitor is open. The bar now changes when a half cell or a percent does."""
     from textual.app import App
 
-    from backend.runs.layout import RunState
+    from backend.rundir.layout import RunState
     from backend.series import Throughput
     from tui.widgets.run_progress import RunProgress
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.paths import BUILTIN_DATASETS
+from backend.core.paths import BUILTIN_DATASETS
 from backend.profile import load_profile
 from tests.tui.conftest import QUICKSTART
 from tui.profile_document import ProfileDocument, SaveRefused

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.events import read_all
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import run_processes
 from backend.runs.index import known_folders
-from backend.runs.layout import RunFolder
-from backend.runs.process import run_processes
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for

@@ -8,8 +8,8 @@ from pathlib import Path
 from run_fixtures import fixture_run, wait_for
 from textual.widgets import DataTable
 
-from backend.events import read_all
-from backend.runs.layout import RunFolder
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
 from tui.screens.compare import CompareScreen

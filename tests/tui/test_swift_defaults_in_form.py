@@ -11,8 +11,8 @@ from pathlib import Path
 from run_fixtures import wait_for
 from textual.widgets import Input
 
+from backend.launch.swift_schema import require_schema
 from backend.profile import load_profile, save_profile
-from backend.swift_schema import require_schema
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle, shown
 from tui.app import WorkbenchApp

@@ -18,7 +18,7 @@ from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from backend.jobs.targets import resolve_target
+from backend.checkpoints.targets import resolve_target
 from tests.fakes import CPU_BOX
 from tests.tui.conftest import QUICKSTART, settle, shown
 from tui.app import WorkbenchApp
@@ -100,7 +100,7 @@ CASES: list[tuple[str, str, Callable, Callable[[Pilot], Widget], str | None]] = 
      lambda p: p.app.screen.query_one("#runs-note"), "never stops one"),
     ("compare", "tui.screens.compare.load_run_store", open_compare, header, "train loss"),
     ("monitor", "tui.feed.RunFeed.poll", open_monitor, header, None),
-    ("chat worker", "backend.jobs.chat.ChatClient.start", open_chat,
+    ("chat worker", "backend.chat.client.ChatClient.start", open_chat,
      lambda p: p.app.screen.query_one(".status-text"), None),
 ]
 

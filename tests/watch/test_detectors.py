@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from backend.events import Event
+from backend.contract.events import Event
 from backend.watch.loss_detectors import DivergenceDetector, LossScaleDetector, NonfiniteDetector
 from backend.watch.machine_detectors import DiskDetector, GpuMemoryDetector, HostMemoryDetector
 from backend.watch.progress_detectors import HangDetector, ThroughputDetector

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from backend.events import Event
+from backend.contract.events import Event
 from backend.watch.progress_detectors import HangDetector
 
 

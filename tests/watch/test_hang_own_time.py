@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
+from backend.rundir.layout import RunFolder
 from backend.watch.config import WatchSection
 from backend.watch.watchdog import Watchdog
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import validate
 from backend.profile import LaunchProfile
-from backend.validate import validate
 
 NO_GPU = HardwareInfo(nvml_error="none")
 

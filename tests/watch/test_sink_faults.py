@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.runs.process import RUN_MARKER_ENV
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
+from backend.rundir.process import RUN_MARKER_ENV
 from backend.watch.sinks import CommandSink, Dispatcher, Sink
 from tests.runs.helpers import wait_for
 

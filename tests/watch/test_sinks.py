@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
 from backend.watch.config import NotifySection, effective_notify, user_notify_defaults
 from backend.watch.sinks import CommandSink, DesktopSink, Dispatcher, WebhookSink, sinks_for
 from backend.watch.stacks import dump_stacks
@@ -105,7 +105,7 @@ def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from backend.watch.stacks import register_stack_dump
+        from backend.contract.heartbeat import register_stack_dump
         keep = register_stack_dump(Path({str(tmp_path)!r}))
         def stuck_in_a_collective():
             print("ready", flush=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend.rundir.process import RUN_MARKER_ENV
 from backend.runs import index
-from backend.runs.process import RUN_MARKER_ENV
 from backend.watch import inbox
 
 REPO = Path(__file__).resolve().parents[2]

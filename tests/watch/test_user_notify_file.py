@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.hardware import HardwareInfo
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import validate
 from backend.profile import LaunchProfile
 from backend.runs.errors import LaunchRefused
 from backend.runs.start import start_run
-from backend.validate import validate
 from tests.faults.helpers import cli
 
 NO_GPU = HardwareInfo(nvml_error="none")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.watch.alerts import Alert, append_alert
+from backend.contract.alerts import Alert, append_alert
 from tests.faults import helpers as h
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
-from backend.watch.alerts import AlertReader
+from backend.contract.alerts import AlertReader
+from backend.rundir.layout import RunFolder
 from backend.watch.watchdog import start_watchdog
 
 

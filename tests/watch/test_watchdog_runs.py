@@ -17,12 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.events import read_all
-from backend.runs.layout import RunFolder
+from backend.contract.alerts import Alert, read_alerts
+from backend.contract.events import read_all
+from backend.rundir.layout import RunFolder
+from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
-from backend.runs.process import run_processes
 from backend.runs.status import refresh
-from backend.watch.alerts import Alert, read_alerts
 from backend.watch.sinks import describe_deliveries
 from tests.runs.helpers import log_events, quick_profile, wait_for, workbench
 

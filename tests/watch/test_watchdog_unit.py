@@ -7,10 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from backend.runs.layout import RunFolder
-from backend.watch.alerts import read_alerts
+from backend.contract.alerts import read_alerts
+from backend.contract.heartbeat import heartbeat_path
+from backend.rundir.layout import RunFolder
 from backend.watch.config import WatchSection
-from backend.watch.stacks import heartbeat_path
 from backend.watch.watchdog import Watchdog
 
 
@@ -54,7 +54,7 @@ def test_off_drops_a_kind(tmp_path: Path) -> None:
 
 
 def test_next_checkpoint_forecast(tmp_path: Path) -> None:
-    from backend.events import RunBegin
+    from backend.contract.events import RunBegin
     from backend.watch.probes import checkpoint_forecast
 
     begin = RunBegin(trainable_params=1000, total_params=100_000, world_size=2, param_dtype="bfloat16")

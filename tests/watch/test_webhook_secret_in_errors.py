@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
 from backend.watch.sinks import Dispatcher, WebhookSink
 
 ALERT = Alert(kind="failed", message="CUDA out of memory", step=812, id="a1b2c3", run_id="20260101-quick-ab12")

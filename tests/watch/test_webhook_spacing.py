@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend.watch.alerts import Alert
+from backend.contract.alerts import Alert
 from backend.watch.sinks import Dispatcher, WebhookSink
 from tests.watch.test_watchdog_runs import Hook
 

@@ -20,9 +20,9 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from backend.data_records import SUFFIXES
-from backend.inspect_data import DatasetReport, inspect_ref, looks_like_dataset
-from backend.paths import BUILTIN_DATASETS, BUILTIN_PREFIX
+from backend.core.paths import BUILTIN_DATASETS, BUILTIN_PREFIX
+from backend.data.first_look import DatasetReport, inspect_ref, looks_like_dataset
+from backend.data.records import SUFFIXES
 from tui.command_text import display_path
 from tui.widgets.dataset_details import report_text
 from tui.worker_failures import WorkerFailures, failure_text

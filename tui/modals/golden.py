@@ -1,5 +1,5 @@
 """The golden prompts' per-prompt view (key g in the monitor's scoreboard): the same lines as
-`workbench checkpoints RUN --golden` (backend/runs/golden.py's view_lines), read from the run folder by the
+`workbench checkpoints RUN --golden` (backend/golden/answers.py's view_lines), read from the run folder by the
 caller. Text from the answers is never markup; control characters are shown escaped. Escape closes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from backend.safe_text import visible, visible_lines
+from backend.core.safe_text import visible, visible_lines
 
 
 class GoldenScreen(ModalScreen[None]):

@@ -1,7 +1,7 @@
 """Choosing a model: the picker dialog, and how a model is described (the Model tab shows it too).
 
 Discovery (local folders, the HF and ModelScope caches, the built-in models) runs in a
-thread worker; details come from config.json (backend.models): the exact shape from
+thread worker; details come from config.json (backend.models.registry): the exact shape from
 transformers when it was asked before, else the formula, labelled as such; highlighting a
 model asks transformers in another worker (one child process the first time, then cached).
 """
@@ -21,7 +21,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from backend.models import ModelInfo, discover_models, exact_info
+from backend.models.registry import ModelInfo, discover_models, exact_info
 from tui.widgets.model_details import ORIGIN_LABELS, model_details_text
 from tui.worker_failures import WorkerFailures, failure_text
 

@@ -18,8 +18,8 @@ from textual.screen import Screen
 from textual.validation import Integer, Number
 from textual.widgets import Footer, Input, Label
 
-from backend.jobs.chat_protocol import GenerationSettings
-from backend.jobs.targets import ModelTarget, resolve_target
+from backend.chat.protocol import GenerationSettings
+from backend.checkpoints.targets import ModelTarget, resolve_target
 from tui.widgets.chat_pane import ChatPane
 
 

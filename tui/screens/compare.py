@@ -15,10 +15,10 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header
 
+from backend.core.safe_text import visible
 from backend.queue.sweep import Ranked, rank_runs
-from backend.safe_text import visible
 from backend.series import MetricsStore
-from backend.series_summary import load_run_store
+from backend.series.summary import load_run_store
 from tui.safe import plain
 from tui.widgets.metric_plots import CompareLossPlot
 from tui.widgets.units import number, step_of

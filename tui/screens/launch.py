@@ -24,11 +24,11 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Button, Static
 
-from backend.command import LaunchPlan, build_launch
-from backend.hardware import HardwareInfo, detect_hardware
+from backend.hardware.machine import HardwareInfo, detect_hardware
+from backend.launch.command import LaunchPlan, build_launch
+from backend.launch.validate import Problem, errors, validate
 from backend.profile import LaunchProfile
-from backend.runs.layout import preview_dir
-from backend.validate import Problem, errors, validate
+from backend.rundir.layout import preview_dir
 from tui.messages import RunLaunched
 from tui.modals.dataset_picker import DatasetPickerScreen
 from tui.modals.dialogs import Choice, ConfirmScreen

@@ -11,7 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.fs import write_text_atomic
+from backend.core.fs import write_text_atomic
 from tui.command_text import display_path, launch_script
 from tui.modals.dialogs import Choice, ConfirmScreen, PathPromptScreen, TextScreen
 from tui.profile_document import ProfileDocument, SaveRefused, check_profile, profile_choices
@@ -19,7 +19,7 @@ from tui.profile_document import ProfileDocument, SaveRefused, check_profile, pr
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-    from backend.command import LaunchPlan
+    from backend.launch.command import LaunchPlan
 
     _Base = Screen
 else:

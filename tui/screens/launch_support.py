@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from backend.hardware import HardwareInfo
-from backend.models import SwiftInference, describe_source
-from backend.oracle.swift_data import summary_line as data_summary_line
+from backend.core.units import gib
+from backend.data.swift_view import summary_line as data_summary_line
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import Problem
+from backend.models.registry import SwiftInference, describe_source
 from backend.profile import LaunchProfile
-from backend.units import gib
-from backend.validate import Problem
 
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
 

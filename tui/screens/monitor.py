@@ -38,8 +38,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header
 from textual.worker import Worker, get_current_worker
 
+from backend.hardware.monitor import SystemMonitor, SystemSample
 from backend.series import MetricsStore
-from backend.system_monitor import SystemMonitor, SystemSample
 from tui.feed import RunFeed
 from tui.screens.monitor_actions import RunActions
 from tui.widgets.alerts_panel import AlertsPanel

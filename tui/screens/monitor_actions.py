@@ -1,5 +1,5 @@
 """What the monitor does to its run, each after asking: stop it (x), merge its best LoRA
-checkpoint (m), chat with its best model (t) (best: the scoreboard's, backend.runs.scoreboard). A mixin of MonitorScreen: it needs `feed`
+checkpoint (m), chat with its best model (t) (best: the scoreboard's, backend.checkpoints.scoreboard). A mixin of MonitorScreen: it needs `feed`
 (the run folder) and posts the screen's `Changed` after a stop."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class RunActions(_Base):
     def _merge(self, step: int | None = None) -> None:
         """Start `swift export --merge_lora` as a tracked job and report how it ends."""
         from backend.jobs.job import refresh_job
-        from backend.jobs.merge import MergeRefused, start_merge
+        from backend.merge.job import MergeRefused, start_merge
 
         try:
             job = start_merge(self.feed.run, step)
@@ -113,7 +113,7 @@ class RunActions(_Base):
                             severity="error", timeout=15)
 
     def action_chat(self, step: int | None = None) -> None:
-        from backend.jobs.targets import TargetError, best_model_of_run, target_of_run
+        from backend.checkpoints.targets import TargetError, best_model_of_run, target_of_run
 
         try:
             target = best_model_of_run(self.feed.run.path) if step is None else target_of_run(self.feed.run.path,

@@ -16,13 +16,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from backend.core.safe_text import visible
 from backend.queue.admission import reasons
 from backend.queue.changes import change
 from backend.queue.eta import notes, start_estimates
 from backend.queue.keeper import ensure_keeper, keeper_pid
 from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, read_queue
 from backend.queue.sweep import sweep_runs
-from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 
 COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("why", "why it waits / run"),

@@ -19,12 +19,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from backend.core.safe_text import visible
+from backend.rundir.layout import RunFolder
 from backend.runs.delete import delete_run
-from backend.runs.layout import RunFolder
 from backend.runs.resume import resume_run
 from backend.runs.stop import stop_run
 from backend.runs.summaries import RunSummary, SummaryCache
-from backend.safe_text import visible
 from tui.modals.dialogs import ConfirmModal
 from tui.safe import plain
 from tui.widgets.units import duration, number, step_of

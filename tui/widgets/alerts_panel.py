@@ -27,9 +27,9 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
-from backend.safe_text import visible
-from backend.tail import mark
-from backend.watch.alerts import Alert, AlertReader, alerts_path, read_alerts
+from backend.contract.alerts import Alert, AlertReader, alerts_path, read_alerts
+from backend.core.safe_text import visible
+from backend.core.tail import mark
 from tui.worker_failures import WorkerFailures, failure_text
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
@@ -272,7 +272,7 @@ class AlertToaster:
 
 
 def _size(folder: Path) -> int:
-    found = mark(alerts_path(folder))  # the one "changed?" check (backend/tail.py)
+    found = mark(alerts_path(folder))  # the one "changed?" check (backend/core/tail.py)
     return found.size if found is not None else 0
 
 

@@ -1,6 +1,6 @@
 """One model's side of the chat: its worker process, its conversation, its transcript.
 
-Each `ChatPane` owns one `ChatClient` (backend/jobs/chat.py): the model loads in a worker
+Each `ChatPane` owns one `ChatClient` (backend/chat/client.py): the model loads in a worker
 subprocess, so the TUI never imports torch. The client's reader thread posts every event to
 its pane as a `ChatPane.WorkerEvent` (post_message is thread-safe); the pane grows the answer
 chunk by chunk. Events of an answer the user dropped (ctrl+n) are ignored, so a stopped
@@ -25,8 +25,8 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Label, LoadingIndicator, Static
 
-from backend.jobs.chat import ChatClient
-from backend.jobs.chat_protocol import (
+from backend.chat.client import ChatClient
+from backend.chat.protocol import (
     ChatEvent,
     ChatWorkerError,
     Chunk,
@@ -38,7 +38,7 @@ from backend.jobs.chat_protocol import (
     WorkerDied,
     printable,
 )
-from backend.jobs.targets import ModelTarget
+from backend.checkpoints.targets import ModelTarget
 from tui.safe import plain
 from tui.worker_failures import WorkerFailures
 

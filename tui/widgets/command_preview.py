@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.command import LaunchPlan
+from backend.launch.command import LaunchPlan
 from tui.command_text import multiline_command
 
 

@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.inspect_data import DatasetReport, inspect_ref, parse_ref
-from backend.safe_text import visible
+from backend.core.safe_text import visible
+from backend.data.first_look import DatasetReport, inspect_ref, parse_ref
 from tui.worker_failures import WorkerFailures, failure_text
 
 PREVIEW_CHARS = 160

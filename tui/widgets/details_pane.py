@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import TabbedContent, TabPane
 
-from backend.command import LaunchPlan
-from backend.validate import Problem
+from backend.launch.command import LaunchPlan
+from backend.launch.validate import Problem
 from tui.widgets.command_preview import PlanView
 from tui.widgets.validation_panel import ValidationPanel
 

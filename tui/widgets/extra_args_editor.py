@@ -3,7 +3,7 @@ flag under the cursor, and values kept as typed (a comma stays a comma; no list 
 
 swift's schema is read in a worker thread (a child process the first time, cached afterwards);
 until it arrives the editor still parses, and the pre-launch check says the names are not checked yet.
-Parsing and help text live in `backend.swift_schema` (`parse_extra_text`, `describe_flag`).
+Parsing and help text live in `backend.launch.swift_schema` (`parse_extra_text`, `describe_flag`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from textual import on, work
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from backend.swift_schema import SwiftSchema, describe_flag, format_extra_text, last_name, parse_extra_text
+from backend.launch.swift_schema import SwiftSchema, describe_flag, format_extra_text, last_name, parse_extra_text
 from tui.widgets.settings_form import FieldEditor
 
 
@@ -55,9 +55,9 @@ class ExtraArgsEditor(FieldEditor):
     def _load_schema(self) -> None:
         from textual.worker import get_current_worker
 
-        from backend.managed_flags import managed_flags
+        from backend.launch.managed_flags import managed_flags
+        from backend.launch.swift_schema import load_schema
         from backend.oracle import OracleCancelled
-        from backend.swift_schema import load_schema
 
         worker = get_current_worker()
         try:  # a worker thread: may ask swift once (about 10 s), cached afterwards

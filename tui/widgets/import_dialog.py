@@ -1,6 +1,6 @@
 """"Import command…": paste a `swift sft|pt` command or script, see the profile it becomes, take it.
 
-The same importer as `workbench import` (`backend.importer`); it runs in a worker thread (swift's schema
+The same importer as `workbench import` (`backend.importing.swift_flags`); it runs in a worker thread (swift's schema
 may have to be read once). What cannot be carried is listed and the Import button stays disabled.
 """
 
@@ -60,9 +60,9 @@ class ImportCommandScreen(ModalScreen[LaunchProfile | None]):
 
     @work(thread=True, exclusive=True, group="import", exit_on_error=False, description="Importing the command")
     def _convert(self, text: str) -> None:
-        from backend.importer import ImportError_, import_script
+        from backend.importing.swift_flags import ImportError_, import_script
+        from backend.launch.swift_schema import load_schema
         from backend.profile import profile_to_toml
-        from backend.swift_schema import load_schema
 
         if not text.strip():
             self.app.call_from_thread(self._show, None, "", "Paste a command.", False)

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
-from backend.runs.diagnose import Diagnosis
+from backend.rundir.diagnose import Diagnosis
 from tui.feed import LogLine
 from tui.safe import plain
 from tui.widgets.quiet import show_text

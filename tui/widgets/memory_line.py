@@ -18,10 +18,10 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.hardware import HardwareInfo
-from backend.launcher_config import uses_cpu
+from backend.core.units import gib
+from backend.hardware.machine import HardwareInfo
+from backend.launch.launcher_config import uses_cpu
 from backend.profile import LaunchProfile
-from backend.units import gib
 from tui.screens.launch_support import model_dir_of
 from tui.widgets.quiet import show_text
 from tui.worker_failures import WorkerFailures

@@ -15,9 +15,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from backend.contract.events import Log, MemoryPhase
 from backend.estimate.measured import comparable_forecasts, compare_phases, error_percent, keep_phase, phase_forecasts
-from backend.events import Log, MemoryPhase
-from backend.system_monitor import SystemSample
+from backend.hardware.monitor import SystemSample
 from tui.widgets.quiet import show_text
 from tui.widgets.units import size
 

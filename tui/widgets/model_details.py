@@ -18,7 +18,8 @@ from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from backend.models import (
+from backend.launch.validate import Problem
+from backend.models.registry import (
     ModelInfo,
     SwiftInference,
     describe_source,
@@ -27,7 +28,6 @@ from backend.models import (
     load_swift_registry,
 )
 from backend.oracle.errors import OracleCancelled
-from backend.validate import Problem
 from tui.screens.launch_support import swift_type_problems
 from tui.worker_failures import WorkerFailures, failure_text
 
@@ -146,7 +146,7 @@ class ModelDetails(WorkerFailures, Static):
     @work(thread=True, exclusive=True, group="swift-registry", exit_on_error=False,
           description="Reading ms-swift's model registry")
     def _read_swift_registry(self, query: ModelQuery, info: ModelInfo) -> None:
-        from backend.models import build_swift_registry
+        from backend.models.registry import build_swift_registry
 
         self.app.notify("Asking ms-swift which model_type/template fit (first time only, about 15 s)…",
                         title="Model", timeout=8)

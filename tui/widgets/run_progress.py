@@ -10,7 +10,7 @@ from textual.renderables.bar import Bar
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from backend.runs.layout import RunState
+from backend.rundir.layout import RunState
 from backend.series import Throughput
 from tui.widgets.quiet import show_text
 from tui.widgets.units import duration, number, step_of

@@ -1,8 +1,8 @@
 """The monitor's checkpoint scoreboard (key c): one row per checkpoint, drawn from the backend's rows
-(backend.runs.scoreboard: the same lines as `workbench checkpoints RUN` prints), the best marked `*`.
+(backend.checkpoints.scoreboard: the same lines as `workbench checkpoints RUN` prints), the best marked `*`.
 
 Enter chats with the checkpoint under the cursor, `m` merges it, `x` exports it (a choice of formats; the
-export and its parity check run as jobs, backend.jobs.export_model), `p` pins or unpins it. The run folder is
+export and its parity check run as jobs, backend.ship.export_model), `p` pins or unpins it. The run folder is
 read in a thread worker, when the panel is shown and when the monitor read something new; text from the
 folder is never markup. The rows are drawn line by line (Textual's line API): a frame costs the rows on
 screen, not the hundred a long run may have (bench/scoreboard.py).
@@ -27,11 +27,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from backend.runs.layout import RunFolder
-from backend.runs.pins import PinRefused, pin, unpin
-from backend.runs.scoreboard import Scoreboard, scoreboard
-from backend.runs.scoreboard_text import summary, table_lines
-from backend.safe_text import visible, visible_lines
+from backend.checkpoints.board_text import summary, table_lines
+from backend.checkpoints.pins import PinRefused, pin, unpin
+from backend.checkpoints.scoreboard import Scoreboard, scoreboard
+from backend.core.safe_text import visible, visible_lines
+from backend.rundir.layout import RunFolder
 from tui.worker_failures import WorkerFailures, failure_text
 
 
@@ -244,7 +244,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         step = self.selected_step()
         if step is None:
             return
-        from backend.jobs.export_model import FORMATS
+        from backend.ship.export_model import FORMATS
         from tui.modals.dialogs import Choice, ConfirmScreen
 
         choices = [Choice(fmt, fmt, "primary" if fmt == "merged" else "default", key=fmt) for fmt in FORMATS]
@@ -260,8 +260,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
     @work(thread=True, group="scoreboard-export", exit_on_error=False, description="Exporting a checkpoint")
     def _export(self, step: int, fmt: str) -> None:
-        from backend.jobs.export_model import ExportFailed, ExportRefused, plan_export, run_export
-        from backend.jobs.parity import SAME, describe
+        from backend.ship.export_model import ExportFailed, ExportRefused, plan_export, run_export
+        from backend.ship.parity import SAME, describe
 
         def seen(what: str, job: object) -> None:
             self.app.notify(f"{what}: job {getattr(job, 'job_id', '?')}", title=f"Export to {fmt}", markup=False)
@@ -300,7 +300,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
     @work(thread=True, group="scoreboard-eval", exit_on_error=False, description="Starting an eval job")
     def _eval(self, step: int) -> None:
-        from backend.jobs.evaluate import EvalRefused, dataset_of_run, start_eval
+        from backend.evaluation.job import EvalRefused, dataset_of_run, start_eval
 
         run = RunFolder(self.run_dir)
         try:
@@ -317,7 +317,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     @work(thread=True, exclusive=True, group="scoreboard-golden", exit_on_error=False,
           description="Reading the golden answers")
     def _golden(self) -> None:
-        from backend.runs.golden import read_golden, view_lines
+        from backend.golden.answers import read_golden, view_lines
         from tui.modals.golden import GoldenScreen
 
         run = RunFolder(self.run_dir)

@@ -20,10 +20,10 @@ from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
-from backend.hardware import HardwareInfo
-from backend.managed_flags import unset_key_defaults
-from backend.swift_schema import SwiftSchema
-from backend.validate import Problem
+from backend.hardware.machine import HardwareInfo
+from backend.launch.managed_flags import unset_key_defaults
+from backend.launch.swift_schema import SwiftSchema
+from backend.launch.validate import Problem
 from tui.profile_document import ProfileDocument
 from tui.profile_fields import TABS, field_spec, get_value, is_visible, tab_paths, visible_rules
 from tui.screens.launch_support import distribution_support, field_of, precision_support
@@ -156,8 +156,8 @@ class SettingsTabs(Vertical):
     def _load_schema(self) -> None:
         from textual.worker import get_current_worker
 
+        from backend.launch.swift_schema import load_schema
         from backend.oracle import OracleError
-        from backend.swift_schema import load_schema
 
         worker = get_current_worker()
         try:  # a worker thread: cached, or asked of swift once (about 10 s)

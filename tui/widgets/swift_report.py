@@ -26,7 +26,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from backend.data_view import report_text
+from backend.data.view import report_text
 from tui.widgets.trained_tokens import TrainedTokenView
 from tui.worker_failures import WorkerFailures, failure_text
 
@@ -132,9 +132,9 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
     @work(thread=True, exclusive=True, group="swift-data", exit_on_error=False,
           description="Reading the data with swift")
     def _ask(self, query: SwiftDataQuery) -> None:
-        from backend.data_files import hostile_dataset
+        from backend.data.files import hostile_dataset
+        from backend.data.swift_view import ask_report, request_for
         from backend.oracle import OracleCancelled
-        from backend.oracle.swift_data import ask_report, request_for
 
         request = request_for(query.profile, query.base_dir, build_model=True)
         if not any(Path(ref.partition("#")[0]).exists() for ref in request.refs):
@@ -199,8 +199,8 @@ class SwiftDataReport(WorkerFailures, Vertical, can_focus=True):
 
     @work(thread=True, exclusive=True, group="swift-row", exit_on_error=False, description="Rendering a row")
     def _ask_row(self, query: SwiftDataQuery, row: int) -> None:
+        from backend.data.swift_view import ask_row, request_for
         from backend.oracle import OracleCancelled
-        from backend.oracle.swift_data import ask_row, request_for
 
         worker = get_current_worker()
         try:

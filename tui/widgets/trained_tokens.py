@@ -2,8 +2,8 @@
 
 Tokens whose loss counts (labels != -100) are highlighted, the system/user/tool parts and the
 template's scaffolding are dimmed, special tokens stand out and the `max_length` cut is marked.
-The answer comes from the `swift_data` oracle (backend/oracle/swift_data.py); the text is built by
-backend/data_view.py, the same text `workbench data show` prints. Data is never parsed as markup.
+The answer comes from the `swift_data` oracle (backend/data/swift_view.py); the text is built by
+backend/data/view.py, the same text `workbench data show` prints. Data is never parsed as markup.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
-from backend.data_view import row_text
+from backend.data.view import row_text
 
 
 class TrainedTokenView(Static):

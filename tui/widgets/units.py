@@ -1,8 +1,8 @@
-"""Numbers as the monitor and the runs list print them (sizes and durations: backend.units, the one formatter)."""
+"""Numbers as the monitor and the runs list print them (sizes and durations: backend.core.units, the one formatter)."""
 
 from __future__ import annotations
 
-from backend.units import duration, size
+from backend.core.units import duration, size
 
 __all__ = ["duration", "number", "size", "step_of"]
 

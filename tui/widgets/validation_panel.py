@@ -1,6 +1,6 @@
 """The pre-launch problems of the profile in the form, live: each names its field and the fix.
 
-The screen sets `problems` (backend.validate's list plus the fields whose typed value was
+The screen sets `problems` (backend.launch.validate's list plus the fields whose typed value was
 refused); choosing a problem posts `ValidationPanel.JumpTo` so the screen can focus its field.
 """
 
@@ -15,7 +15,7 @@ from textual.reactive import var
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from backend.validate import Problem
+from backend.launch.validate import Problem
 from tui.safe import shown_as_is
 
 

@@ -1,0 +1,47 @@
+"""Pre-launch checks: profile + hardware -> every problem at once, each with field, why and fix.
+
+Errors block a launch; warnings are shown and allowed. Each rule is a small function in the module of its
+concern (precision, distribution, inputs), so a reader finds the one that fired by its field name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from backend.hardware.machine import HardwareInfo
+from backend.launch.validate import distribution, inputs, precision  # noqa: F401 - importing registers their rules
+from backend.launch.validate.core import PATH_RULES, RULES, PathRule, Problem, Rule, Severity, errors, register_rules
+from backend.launch.validate.distribution import experts_untouched, host_memory
+from backend.launch.validate.inputs import dataset_files, names_libraries_know, paths_exist
+from backend.profile import LaunchProfile
+
+__all__ = ["PathRule", "Problem", "Rule", "Severity", "errors", "register_rules", "validate"]
+
+
+def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None, *,
+             ask_data: bool = False) -> list[Problem]:
+    """All problems of `profile` on `hardware`, errors first. `ask_data`: have swift read the datasets
+    (a child process, cached); otherwise only an already known answer about them is used."""
+    problems = [p for check in RULES for p in check(profile, hardware)]
+    problems += list(paths_exist(profile, base_dir))
+    problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
+    problems += list(host_memory(profile, hardware, base_dir))
+    problems += list(experts_untouched(profile, base_dir))
+    problems += list(names_libraries_know(profile, base_dir, ask=ask_data))
+    hostile = list(dataset_files(profile, base_dir, read=ask_data))
+    problems += hostile
+    # swift reads the data only once the model and the data themselves are sound (no child for `--help`);
+    # a FIFO or a symlink loop is never handed on at all (even the cache key's read would block on it)
+    unsound = any(p.severity == "error" and p.field.startswith(("model", "data", "template")) for p in problems)
+    if not hostile:
+        problems += list(_data_as_swift_reads_it(profile, base_dir, ask_data and not unsound))
+    return sorted(problems, key=lambda p: p.severity != "error")
+
+
+def _data_as_swift_reads_it(profile: LaunchProfile, base_dir: Path | None, ask: bool) -> Iterator[Problem]:
+    """Unreadable/empty datasets (errors), dropped, over-long and untrained rows (warnings): #12."""
+    from backend.data.swift_view import profile_data_problems
+
+    for field, severity, message, fix in profile_data_problems(profile, base_dir, ask=ask):
+        yield Problem(field, severity, message, fix)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""The built-in tiny model, built offline (build.py), and the shipped dataset (data/)."""
