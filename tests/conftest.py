@@ -64,8 +64,9 @@ def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "runs"))
     yield tmp_path / "runs"
+    from backend.core.process_identity import run_processes
     from backend.rundir.layout import RunFolder
-    from backend.rundir.process import run_processes, signal_processes
+    from backend.rundir.process import signal_processes
 
     workspace = tmp_path / "runs"
     for folder in workspace.iterdir() if workspace.is_dir() else ():

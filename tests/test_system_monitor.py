@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.hardware.machine import query_hardware
 from backend.hardware.monitor import SystemMonitor, SystemSample
-from backend.rundir.process import RUN_MARKER_ENV
 from backend.watch.probes import GpuReader
 from tests.nvitop_fake import READINGS, fake_nvitop
 

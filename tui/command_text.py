@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.core.shell_words import ShellVar, quote
 from backend.launch.command import LaunchPlan
 from backend.launch.swift_schema import is_secret_name
-from backend.launchers.shell import ShellVar, quote
 
 
 def command_lines(plan: LaunchPlan) -> list[str]:

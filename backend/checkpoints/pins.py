@@ -13,7 +13,8 @@ import shutil
 from pathlib import Path
 
 from backend.core.fs import file_lock, write_text_atomic
-from backend.rundir.layout import RunFolder, checkpoint_problem
+from backend.rundir.checkpoint_verdict import checkpoint_problem
+from backend.rundir.layout import RunFolder
 
 PINS_FILE = "pins.json"
 PINNED_DIR = "pinned"

@@ -35,7 +35,8 @@ from backend.golden.answers import PROMPTS_COPY, answers_path, golden_dir
 from backend.golden.prompts import PromptsError, prompts_path, read_prompts
 from backend.jobs.job import JobFolder, JobSpec, list_jobs, new_job_id, refresh_job, start_job
 from backend.profile import ProfileError
-from backend.rundir.layout import RunFolder, checkpoint_problem
+from backend.rundir.checkpoint_verdict import checkpoint_problem
+from backend.rundir.layout import RunFolder
 from backend.rundir.world import launch_base_dir
 
 SEED = 42

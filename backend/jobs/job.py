@@ -26,15 +26,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from backend.core.fs import write_text_atomic
+from backend.core.process_identity import JOB_MARKER_ENV, RUN_MARKER_ENV, current_boot_id, job_marker
 from backend.rundir.layout import Moment, Pid, ProcessFields, StateFolder
-from backend.rundir.process import (
-    JOB_MARKER_ENV,
-    RUN_MARKER_ENV,
-    current_boot_id,
-    job_marker,
-    start_detached,
-    terminate,
-)
+from backend.rundir.process import start_detached, terminate
 from backend.rundir.reconcile import reconcile
 
 JobKind = Literal["merge", "infer", "export", "golden", "eval"]

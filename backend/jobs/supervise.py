@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from backend.core.process_identity import job_marker, start_time_of
 from backend.jobs.job import JobFolder, JobSpec
 from backend.rundir.diagnose import describe_exit
-from backend.rundir.process import job_marker, start_time_of
 from backend.rundir.supervise import Command
 
 Finisher = Callable[[JobSpec, Any], "str | None"]

@@ -6,15 +6,6 @@ import os
 from pathlib import Path
 
 from backend.core.fs import write_text_atomic
-from backend.core.shell_words import (  # noqa: F401 (re-exported for the exports)
-    ShellVar,
-    Token,
-    export_lines,
-    join,
-    quote,
-    render_command,
-    substitute,
-)
 
 
 def write_script(path: Path, text: str) -> None:

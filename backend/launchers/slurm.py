@@ -36,14 +36,15 @@ from pathlib import Path
 
 from backend.core.fs import write_text_atomic
 from backend.core.paths import is_builtin
+from backend.core.process_identity import RUN_MARKER_ENV
+from backend.core.shell_words import ShellVar, export_lines, render_command, substitute
 from backend.hardware.machine import GpuInfo, HardwareInfo
 from backend.launch.command import LaunchPlan, build_launch
 from backend.launch.validate import Problem, errors, validate
-from backend.launchers.shell import ShellVar, export_lines, render_command, substitute, write_script
+from backend.launchers.shell import write_script
 from backend.models.refs import resolve_model
 from backend.profile import LaunchProfile
 from backend.rundir.layout import RunFolder, RunState, new_run_id, workspace_dir
-from backend.rundir.process import RUN_MARKER_ENV
 from backend.runs import index
 from backend.runs.errors import LaunchRefused
 from backend.runs.start import write_run_files

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.core.shell_words import ShellVar, Token, export_lines, render_command
 from backend.hardware.machine import HardwareInfo
 from backend.launch.command import build_launch
 from backend.launch.launcher_config import fsdp_settings
-from backend.launchers.shell import ShellVar, Token, export_lines, render_command
 from backend.profile import LaunchProfile
 
 FSDP_CONFIG_NAME = "fsdp_config.json"

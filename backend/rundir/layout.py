@@ -29,19 +29,17 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from backend.contract.events import EVENTS_FILE_NAME
+from backend.core import process_identity as identity
 from backend.core.fs import LockTimeout, file_lock, write_text_atomic
 from backend.core.paths import data_dir
+from backend.core.process_identity import current_boot_id, this_host
 from backend.core.tail import last_lines, lines_before
 from backend.profile import LaunchProfile, load_profile
-from backend.rundir import process
-from backend.rundir.checkpoint_verdict import (  # noqa: F401 (checkpoint_problem, WEIGHT_FILES: the old home's names)
-    WEIGHT_FILES,
+from backend.rundir.checkpoint_verdict import (
     CheckpointVerdict,
     checkpoint_folders,
-    checkpoint_problem,
     judge_checkpoint,
 )
-from backend.rundir.process import current_boot_id, this_host
 from backend.rundir.world import WORLD_FILE, read_world
 
 # unknown: the processes are gone and nothing proves how it ended; damaged: state.json unreadable
@@ -63,7 +61,7 @@ Pid = Annotated[int, Field(ge=1, le=2**31 - 1)]
 class ProcessFields(BaseModel):
     """What run and job states share about their processes: where they were started and the
     supervisor's identity (pid + start time). Subclasses add their child (trainer / job command).
-    Proof of identity is backend/rundir/process.py's."""
+    Proof of identity is backend/core/process_identity.py's."""
 
     host: str = Field(default_factory=this_host)
     boot_id: str | None = None  # None: recorded by an older workbench, the boot cannot be checked
@@ -73,7 +71,7 @@ class ProcessFields(BaseModel):
     def elsewhere(self) -> str | None:
         """Why this record's processes cannot be signalled from here (another host, an earlier
         boot of this one), or None."""
-        return process.elsewhere(self.host, self.boot_id)
+        return identity.elsewhere(self.host, self.boot_id)
 
     def on_other_host(self) -> bool:
         return self.host != this_host()
@@ -82,9 +80,9 @@ class ProcessFields(BaseModel):
         """Recorded here in an earlier boot: every process it names is gone, its pids are others' now."""
         return not self.on_other_host() and self.boot_id is not None and self.boot_id != current_boot_id()
 
-    def keeper_gone(self, marker: process.Marker) -> bool:
-        """Whether its supervisor is proven gone (process.keeper_gone)."""
-        return process.keeper_gone(marker, self.host, self.boot_id, self.supervisor_pid, self.supervisor_started)
+    def keeper_gone(self, marker: identity.Marker) -> bool:
+        """Whether its supervisor is proven gone (process_identity.keeper_gone)."""
+        return identity.keeper_gone(marker, self.host, self.boot_id, self.supervisor_pid, self.supervisor_started)
 
 
 class StateUnreadable(ValueError):

@@ -32,20 +32,10 @@ from pathlib import Path
 
 import psutil
 
-from backend.core.process_identity import (  # noqa: F401 (re-exported: the proof of identity lives below)
-    JOB_MARKER_ENV,
-    RUN_MARKER_ENV,
-    START_TIME_TOLERANCE_SECONDS,
+from backend.core.process_identity import (
     Marker,
-    current_boot_id,
-    elsewhere,
-    job_marker,
-    keeper_gone,
-    marked_folders,
     run_marker,
-    run_processes,
     start_time_of,
-    this_host,
 )
 
 

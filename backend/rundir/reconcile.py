@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from backend.rundir.process import Marker
+from backend.core.process_identity import Marker
 
 
 class KeptState(Protocol):

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol
 
-from backend.rundir.process import Marker, current_boot_id, signal_processes, start_time_of, this_host
+from backend.core.process_identity import Marker, current_boot_id, start_time_of, this_host
+from backend.rundir.process import signal_processes
 
 STRAGGLER_SECONDS = 30.0
 

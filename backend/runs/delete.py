@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
-from backend.rundir.process import run_marker
 from backend.runs.errors import RunRefused
 from backend.runs.status import refresh
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from backend.contract.save_request import clear_save_request
 from backend.core.fs import write_text_atomic
+from backend.core.process_identity import run_marker
 from backend.core.shell_words import flag_value
 from backend.hardware.machine import detect_hardware
 from backend.launch.command import build_launch
@@ -23,7 +24,7 @@ from backend.rundir.layout import (
     RunState,
     StateUnreadable,
 )
-from backend.rundir.process import run_marker, start_detached, supervisor_argv
+from backend.rundir.process import start_detached, supervisor_argv
 from backend.rundir.world import World, changed_files, read_world, what_changes, world_differences
 from backend.runs.errors import RunRefused
 from backend.runs.outputs import owner_of

@@ -15,6 +15,7 @@ from typing import Any
 
 from backend.core.fs import write_text_atomic
 from backend.core.paths import is_builtin
+from backend.core.process_identity import run_marker
 from backend.core.units import size
 from backend.data.files import hostile_dataset
 from backend.hardware.machine import HardwareInfo, detect_hardware
@@ -24,7 +25,7 @@ from backend.launch.validate import Problem, errors, validate
 from backend.models.refs import local_path, resolve_model
 from backend.profile import LaunchProfile, save_profile
 from backend.rundir.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id, workspace_dir
-from backend.rundir.process import run_marker, start_detached, supervisor_argv
+from backend.rundir.process import start_detached, supervisor_argv
 from backend.rundir.world import World, world_of, write_world
 from backend.runs import index
 from backend.runs.errors import LaunchRefused

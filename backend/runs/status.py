@@ -9,8 +9,8 @@ import time
 import msgspec
 
 from backend.contract.events import EventReader, Log, RunEnd
+from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
-from backend.rundir.process import run_marker
 from backend.rundir.reconcile import reconcile
 from backend.runs.verdict import judge_lost
 

@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
-from backend.rundir.process import run_marker, terminate
+from backend.rundir.process import terminate
 from backend.runs.status import refresh
 
 

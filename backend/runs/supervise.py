@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from backend.contract.save_request import write_save_request
+from backend.core.process_identity import run_marker, start_time_of
 from backend.rundir.layout import RunFolder, append_watch_log
-from backend.rundir.process import run_marker, start_time_of
 from backend.rundir.supervise import Command, supervise
 from backend.runs.verdict import judge_exit
 

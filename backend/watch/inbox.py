@@ -166,7 +166,7 @@ def unseen_count(marks: dict[str, int], folders: list[Path] | None = None) -> tu
 def _supervisor_gone(folder: Path, state: dict[str, Any]) -> bool:
     """True only when its supervisor is proven gone (pid + start time + marker, or an earlier boot of
     this host: backend.rundir.process, imported only when a run says it is active)."""
-    from backend.rundir.process import keeper_gone, run_marker
+    from backend.core.process_identity import keeper_gone, run_marker
 
     host, boot = state.get("host"), state.get("boot_id")
     return keeper_gone(run_marker(folder), host if isinstance(host, str) else None,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.contract.alerts import Alert
-from backend.rundir.process import JOB_MARKER_ENV, RUN_MARKER_ENV
+from backend.core.process_identity import JOB_MARKER_ENV, RUN_MARKER_ENV
 from backend.watch.config import NotifySection, effective_notify
 
 DELIVERIES_FILE = "deliveries.jsonl"

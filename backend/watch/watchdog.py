@@ -26,11 +26,12 @@ from backend.contract.alerts import Alert, append_alert, final_kind
 from backend.contract.events import Checkpoint, Event, EventReader, RunBegin
 from backend.contract.heartbeat import heartbeat_path
 from backend.core.fs import write_text_atomic
+from backend.core.process_identity import run_processes
 from backend.core.safe_text import visible
 from backend.core.units import duration
 from backend.rundir.diagnose import diagnose_log
 from backend.rundir.layout import RunFolder, append_watch_log, watch_dir
-from backend.rundir.process import run_processes, signal_processes, terminate_run
+from backend.rundir.process import signal_processes, terminate_run
 from backend.watch import probes
 from backend.watch.config import WatchSection
 from backend.watch.detectors import event_detectors

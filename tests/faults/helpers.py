@@ -15,8 +15,8 @@ import psutil
 from typer.testing import CliRunner, Result
 
 from backend.cli import full_app
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import RUN_MARKER_ENV
 from tests.terminal_signals import default_terminal_signals
 
 runner = CliRunner()

@@ -88,8 +88,8 @@ def test_stopping_a_job_spares_a_planted_pid(workspace: Path, tmp_path: Path) ->
 def test_stopping_a_real_job_ends_its_marked_processes_and_records_stopped(workspace: Path, tmp_path: Path) -> None:
     import sys
 
+    from backend.core.process_identity import job_marker
     from backend.jobs.job import start_job, wait_job
-    from backend.rundir.process import job_marker
 
     spec = JobSpec(kind="infer", description="a sleeping job", cwd=str(tmp_path), output=str(tmp_path / "o"),
                    argv=[sys.executable, "-c", "print('WORKBENCH_PROGRESS 0.5 half', flush=True); "

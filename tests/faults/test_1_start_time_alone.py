@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.rundir.process import run_marker
+from backend.core.process_identity import run_marker
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.faults import helpers as h

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy
-from backend.rundir.process import run_marker
 from backend.runs.continuation import continue_as_new_run
 from backend.runs.delete import delete_run
 from backend.runs.errors import RunRefused

@@ -12,9 +12,9 @@ import pytest
 
 from backend.contract.alerts import read_alerts
 from backend.contract.events import read_all
+from backend.core.process_identity import run_marker
 from backend.profile import load_profile
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import run_marker
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
 from backend.runs.status import refresh

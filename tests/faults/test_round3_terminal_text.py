@@ -15,11 +15,11 @@ import pytest
 from textual.app import App, ComposeResult
 
 from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.core.shell_words import quote
 from backend.data.first_look import inspect_ref
 from backend.data.view import report_text as swift_report_text
 from backend.data.view import row_text
 from backend.launch.command import build_launch
-from backend.launchers.shell import quote
 from backend.profile import load_profile
 from backend.rundir.diagnose import Diagnosis
 from tests.fakes import CPU_BOX

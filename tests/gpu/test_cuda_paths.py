@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from backend.contract.events import read_all
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.hardware.machine import query_hardware
 from backend.hardware.monitor import SystemMonitor
-from backend.rundir.process import RUN_MARKER_ENV
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import log_events, quick_profile, workbench

@@ -16,11 +16,11 @@ import pytest
 
 from backend.checkpoints.merged import merged_models
 from backend.checkpoints.targets import MODEL_RECORD, resolve_target
+from backend.core.process_identity import job_marker
 from backend.inference.batch import InferSettings, start_infer
 from backend.jobs.job import JobFolder, list_jobs, refresh_job, stop_job
 from backend.merge.job import MergeRefused, default_target, plan_merge, start_merge
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import job_marker
 from tests.jobs.jobs_helpers import finish, results, train_quickstart
 
 pytestmark = pytest.mark.slow

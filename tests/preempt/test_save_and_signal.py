@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from backend.contract.events import read_all
+from backend.core.process_identity import run_processes
 from backend.rundir.checkpoint_verdict import judge_checkpoint
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import log_events, quick_profile, wait_for, workbench

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from backend.contract.events import read_all
+from backend.core.process_identity import run_processes
 from backend.launch.nodes import free_port
 from backend.launchers.slurm import SlurmOptions, export_slurm
 from backend.profile import load_profile
-from backend.rundir.process import run_processes, signal_processes
+from backend.rundir.process import signal_processes
 from backend.runs.status import refresh
 from tests.nodes.test_slurm_export import fake_slurm  # noqa: F401 (a fixture)
 from tests.runs.helpers import log_events, quick_profile, wait_for

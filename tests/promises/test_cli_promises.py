@@ -10,8 +10,9 @@ import threading
 import time
 from pathlib import Path
 
+from backend.core.process_identity import RUN_MARKER_ENV, run_marker
 from backend.jobs.job import JobSpec, create_job
-from backend.rundir.process import RUN_MARKER_ENV, run_marker, terminate
+from backend.rundir.process import terminate
 from tests.faults import helpers as h
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.rundir.process import current_boot_id
+from backend.core.process_identity import current_boot_id
 from backend.runs import index, start
 from backend.runs.errors import LaunchRefused, RunRefused
 from backend.runs.outputs import output_dir_problem

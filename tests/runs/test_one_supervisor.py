@@ -13,8 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend.core.process_identity import JOB_MARKER_ENV, run_marker
 from backend.jobs.job import JobSpec, create_job
-from backend.rundir.process import JOB_MARKER_ENV, run_marker, start_detached, supervisor_argv
+from backend.rundir.process import start_detached, supervisor_argv
 from backend.rundir.supervise import SignalRelay
 from backend.runs import status
 from tests.faults import helpers as h

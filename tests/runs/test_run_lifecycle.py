@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from backend.contract.events import read_all
+from backend.core.process_identity import run_processes
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from backend.rundir.process import run_marker
+from backend.core.process_identity import run_marker
 from backend.runs.status import refresh
 from tests.faults import helpers as h
 from tests.nodes.test_slurm_export import _gpu_export, fake_slurm  # noqa: F401 (a fixture)

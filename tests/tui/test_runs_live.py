@@ -11,7 +11,7 @@ from run_fixtures import REPO, long_quickstart, wait_for
 from textual.widgets import DataTable
 
 from backend.contract.events import read_all
-from backend.rundir.process import run_processes
+from backend.core.process_identity import run_processes
 from backend.runs.start import start_run
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from backend.contract.events import read_all
+from backend.core.process_identity import run_processes
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import run_processes
 from backend.runs.index import known_folders
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from backend.contract.alerts import Alert
-from backend.rundir.process import RUN_MARKER_ENV
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.watch.sinks import CommandSink, Dispatcher, Sink
 from tests.runs.helpers import wait_for
 

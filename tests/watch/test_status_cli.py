@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.rundir.process import RUN_MARKER_ENV
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.runs import index
 from backend.watch import inbox
 

@@ -19,8 +19,8 @@ import pytest
 
 from backend.contract.alerts import Alert, read_alerts
 from backend.contract.events import read_all
+from backend.core.process_identity import run_processes
 from backend.rundir.layout import RunFolder
-from backend.rundir.process import run_processes
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from backend.watch.sinks import describe_deliveries
