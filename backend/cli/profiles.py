@@ -91,7 +91,8 @@ def print_explanation(plan: LaunchPlan) -> None:
 def check(profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")]) -> None:
     """Check a profile against this machine; exit 1 when an error stands."""
     loaded, path = load_or_exit(profile)
-    problems = validate(loaded, detect_hardware(), base_dir=path.parent, ask_data=True)  # data: swift reads it
+    problems = validate(loaded, detect_hardware(), base_dir=path.parent, ask_data=True,  # data: swift reads it
+                        progress=lambda text: err_console.print(f"workbench: {text}", markup=False, highlight=False))
     for problem in problems:
         console.print(visible(problem), highlight=False, markup=False)
     if not problems:

@@ -6,7 +6,7 @@ concern (precision, distribution, inputs), so a reader finds the one that fired 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from backend.hardware.machine import HardwareInfo
@@ -14,21 +14,25 @@ from backend.launch.validate import distribution, inputs, precision  # noqa: F40
 from backend.launch.validate.core import PATH_RULES, RULES, PathRule, Problem, Rule, Severity, errors, register_rules
 from backend.launch.validate.distribution import experts_untouched, host_memory
 from backend.launch.validate.inputs import dataset_files, names_libraries_know, paths_exist
+from backend.launch.validate.swift_build import swift_builds
 from backend.profile import LaunchProfile
 
 __all__ = ["PathRule", "Problem", "Rule", "Severity", "errors", "register_rules", "validate"]
 
 
 def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None = None, *,
-             ask_data: bool = False) -> list[Problem]:
-    """All problems of `profile` on `hardware`, errors first. `ask_data`: have swift read the datasets
-    (a child process, cached); otherwise only an already known answer about them is used."""
+             ask_data: bool = False, progress: Callable[[str], object] | None = None) -> list[Problem]:
+    """All problems of `profile` on `hardware`, errors first. `ask_data`: have swift build the run's
+    arguments and read the datasets (child processes, cached); otherwise only already known answers are
+    used. `progress` hears what a first (cold) question is doing (the terminal's stderr when None)."""
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(paths_exist(profile, base_dir))
     problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
     problems += list(host_memory(profile, hardware, base_dir))
     problems += list(experts_untouched(profile, base_dir))
     problems += list(names_libraries_know(profile, base_dir, ask=ask_data))
+    if not any(p.severity == "error" and p.field.startswith(("model", "extra_swift_args")) for p in problems):
+        problems += list(swift_builds(profile, hardware, base_dir, ask=ask_data, progress=progress))
     hostile = list(dataset_files(profile, base_dir, read=ask_data))
     problems += hostile
     # swift reads the data only once the model and the data themselves are sound (no child for `--help`);
