@@ -206,6 +206,15 @@ def modelscope_snapshot(hub_id: str, cache_dir: Path | None = None) -> Path | No
     return Path(found) if (Path(found) / "config.json").is_file() else None
 
 
+def dataset_cached(hub_id: str) -> bool:
+    """Whether a hub dataset has a folder in the Hugging Face cache (`datasets--Org--Name`) or ModelScope's
+    (`datasets/Org/Name`, `hub/datasets/Org/Name`): what swift could read without the network."""
+    org, _, name = hub_id.partition("/")
+    ms = modelscope_cache_dir()
+    return any(p.is_dir() for p in (hf_cache_dir() / f"datasets--{org}--{name}", ms / "datasets" / org / name,
+                                    ms / "hub" / "datasets" / org / name))
+
+
 def hf_cached_ids(cache_dir: Path | None = None) -> Iterator[str]:
     """Hub ids with a folder in the Hugging Face cache (`models--Org--Name`, as huggingface_hub names them)."""
     root = cache_dir or hf_cache_dir()

@@ -13,6 +13,7 @@ from backend.hardware.machine import HardwareInfo
 from backend.launch.validate import distribution, inputs, precision  # noqa: F401 - importing registers their rules
 from backend.launch.validate.core import PATH_RULES, RULES, PathRule, Problem, Rule, Severity, errors, register_rules
 from backend.launch.validate.distribution import experts_untouched, host_memory
+from backend.launch.validate.hub import hub_downloads
 from backend.launch.validate.inputs import dataset_files, names_libraries_know, paths_exist
 from backend.launch.validate.swift_build import swift_builds
 from backend.profile import LaunchProfile
@@ -28,6 +29,7 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems = [p for check in RULES for p in check(profile, hardware)]
     problems += list(paths_exist(profile, base_dir))
     problems += [p for check in PATH_RULES for p in check(profile, base_dir)]
+    problems += list(hub_downloads(profile, base_dir, probe=ask_data))
     problems += list(host_memory(profile, hardware, base_dir))
     problems += list(experts_untouched(profile, base_dir))
     problems += list(names_libraries_know(profile, base_dir, ask=ask_data))

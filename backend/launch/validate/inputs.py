@@ -200,6 +200,7 @@ def _names_a_module(target: str, paths: list[str]) -> bool:
 
 MAX_NAME_CHARS = 100
 SEED_LIMIT = 2**32  # numpy's and swift's seeds are 32-bit
+MAX_LEARNING_RATE = 1.0  # above it no optimizer setting trains (the quickstart's 3e-3 is already high)
 
 
 def _non_finite(value: object, where: str) -> Iterator[str]:
@@ -234,6 +235,12 @@ def _hostile_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[
     if profile.training.max_steps == 0:
         yield Problem("training.max_steps", "error", "max_steps = 0 trains nothing (swift still runs one step).",
                       "Give a step count, or -1 to train by num_train_epochs.")
+    rate = profile.training.learning_rate
+    if rate is not None and not 0 < rate <= MAX_LEARNING_RATE:
+        yield Problem("training.learning_rate", "error", f"learning_rate {rate:g} is outside any sane range "
+                      f"(0 < learning_rate <= {MAX_LEARNING_RATE:g}): the loss would diverge from the first step.",
+                      "Give a rate like 1e-4 for LoRA or 1e-5 for full fine-tuning (swift's defaults), or remove the "
+                      "key for swift's default.")
     for key in ("train", "val"):
         for ref in getattr(profile.data, key):
             path_part = ref.partition("#")[0]
