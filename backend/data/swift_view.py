@@ -259,7 +259,7 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
     """Errors: a dataset swift cannot read or keeps no row of. Warnings: rows dropped, more than 5 %
     of rows over max_length, rows that train no token."""
     problems = []
-    encoded = zero = 0
+    encoded = zero = empty = 0
     for data in report.get("datasets", []):
         ref = data.get("ref")
         if data.get("kind") == "missing":
@@ -291,6 +291,11 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
                              f"{data.get('max_length')}: swift {verb} them ({data.get('tokens_lost', 0)} tokens "
                              f"lost; rows {_rows(data.get('truncated_row_numbers', []))}).",
                              "Raise training.max_length, or shorten those rows."))
+        empty = empty + data.get("empty_reply_rows", 0)
+        if data.get("empty_reply_rows") and data["empty_reply_rows"] < rows:
+            problems.append((name, "warning", f"{data['empty_reply_rows']} rows of {ref!r} have only empty assistant "
+                             f"replies (rows {_rows(data.get('empty_reply_row_numbers', []))}): they teach the model "
+                             "to say nothing.", "Fill in those replies, or remove the rows."))
         if data.get("zero_trained_rows"):
             problems.append((name, "warning", f"{data['zero_trained_rows']} rows of {ref!r} train no token at all "
                              f"(rows {_rows(data.get('zero_trained_row_numbers', []))}).",
@@ -299,6 +304,10 @@ def data_problems(name: str, report: dict[str, Any]) -> list[tuple[str, str, str
         problems.append((name, "error", f"no row swift encoded trains a single token ({zero} of {encoded}): the run "
                          "would learn nothing (loss 0.0 from the first step).",
                          "Check the template, loss_scale and max_length: `workbench data show PROFILE --row N`."))
+    if encoded and empty >= encoded:
+        problems.append((name, "error", f"every assistant reply is empty ({empty} of {encoded} rows): there is "
+                         "nothing to learn (only the end-of-turn token is trained).",
+                         "Fill in the assistant replies; `workbench data show PROFILE --row N` shows a row."))
     return problems
 
 

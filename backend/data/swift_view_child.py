@@ -71,6 +71,19 @@ class _Child:
                                 strict=False)
         return train, self.drops.seen
 
+    def _load_failure(self, ref: str, err: BaseException) -> str:
+        """Why swift cannot load `ref`, said as what it means: an empty file, every row dropped (with
+        swift's reasons; its loader then divides by zero), else swift's own exception."""
+        path = Path(ref.partition("#")[0])
+        if _is_blank(path):
+            return "the file is empty: there is no row to train on"
+        seen, rows = self.drops.seen, self.drops.rows
+        if seen and len(rows) >= seen:
+            reasons = Counter(short_reason(why) for _, why in rows).most_common(3)
+            said = "; ".join(f"{count} × {why}" for why, count in reasons)
+            return f"swift drops every one of its {seen} rows, so nothing is left to train on ({said})"
+        return f"swift cannot load it: {root_reason(err)}"
+
     def _template_pair(self) -> tuple[Any, Any] | None:
         """swift's template as training uses it, and the same without max_length (full lengths)."""
         if self._templates is not None or self._template_error is not None:
@@ -167,7 +180,7 @@ class _Child:
         try:
             train, raw_rows = self._load(ref)
         except Exception as err:
-            return {**base, "status": "unreadable", "error": f"swift cannot load it: {root_reason(err)}",
+            return {**base, "status": "unreadable", "error": self._load_failure(ref, err),
                     "bad_lines": bad_lines(ref.partition("#")[0])}
         lines = line_map(ref)
         kept_raw = kept_indices(raw_rows, self.drops.rows, len(train))
@@ -201,6 +214,7 @@ class _Child:
         pack_lengths: list[int] = []
         over: list[int] = []
         zero: list[int] = []
+        empty: list[int] = []
         errors: list[dict[str, Any]] = []
         views: list[dict[str, Any]] = []
         trained_tokens = tokens = lost = 0
@@ -240,6 +254,8 @@ class _Child:
             trained_tokens += trained
             if trained == 0:
                 zero.append(number)
+            elif _replies_empty(train[j]):
+                empty.append(number)  # only the end-of-turn token is trained: nothing to learn
             if time.monotonic() - last > 1.0:
                 last = time.monotonic()
                 self.progress(f"{label}: encoded {done:,} of {len(indices):,} rows with swift's template")
@@ -260,6 +276,7 @@ class _Child:
             "max_length": self.max_length, "truncation_strategy": strategy,
             "truncated_rows": len(over), "truncated_row_numbers": over[:LISTED], "tokens_lost": lost,
             "zero_trained_rows": len(zero), "zero_trained_row_numbers": zero[:LISTED],
+            "empty_reply_rows": len(empty), "empty_reply_row_numbers": empty[:LISTED],
             "trained_tokens": trained_tokens, "tokens": tokens,
             "trained_token_fraction": round(trained_tokens / tokens, 4) if tokens else 0.0,
             "encode_errors": len(errors), "encode_error_rows": errors[:LISTED],
@@ -348,3 +365,22 @@ def _model_choice(request: DataRequest, err: ValueError) -> dict[str, Any] | Non
     return {"field": field, "message": message, "choices": choices, "fix": fix, "swift_error": reason(err)}
 
 
+def _is_blank(path: Path) -> bool:
+    """A file with no row: empty, or only whitespace (a folder or an unreadable file is not blank)."""
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                if block.strip():
+                    return False
+    except OSError:
+        return False
+    return path.is_file()
+
+
+def _replies_empty(row: Any) -> bool:
+    """Whether every assistant turn of a row swift standardised (`messages`) says nothing."""
+    try:
+        replies = [m.get("content") for m in row["messages"] if m.get("role") == "assistant"]
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return bool(replies) and all(isinstance(text, str) and not text.strip() for text in replies)
