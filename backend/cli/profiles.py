@@ -17,6 +17,7 @@ from backend.launch.validate import errors, validate
 
 if TYPE_CHECKING:
     from backend.launch.swift_schema import SwiftSchema
+    from backend.profile import LaunchProfile
 
 
 def show(
@@ -205,13 +206,28 @@ def import_command(
     except ImportError_ as err:
         _print_refusal(err.reasons, [c.title() for c in err.commands] if len(err.commands) > 1 else [])
         raise typer.Exit(2) from None
-    for note in result.notes:
+    for note in [*result.notes, *_pinned_defaults(result.profile, schema.swift_version)]:
         err_console.print(f"note: {visible(note)}", markup=False, highlight=False, soft_wrap=True)
     if output is None:
-        print(profile_to_toml(result.profile), end="")
+        print(profile_to_toml(result.profile, keep_set=True), end="")  # what the script pinned stays pinned
         return
-    save_profile(result.profile, output)
+    save_profile(result.profile, output, keep_set=True)
     err_console.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _pinned_defaults(profile: LaunchProfile, swift_version: str) -> list[str]:
+    """The import report's line on the keys the script set to today's default (they are kept)."""
+    from backend.profile import ALWAYS_WRITTEN
+    from backend.profile.toml_file import given_keys
+
+    pinned = [f"{section}.{name}" for section, names in given_keys(profile).items() for name in reversed(names)
+              if name not in ALWAYS_WRITTEN.get(section, ())
+              and getattr(getattr(profile, section), name) == type(getattr(profile, section)).model_fields[name]
+              .get_default(call_default_factory=True)]
+    if not pinned:
+        return []
+    return [f"{', '.join(pinned)}: equal to the default with ms-swift {swift_version}; kept so that a later swift "
+            "does not change them"]
 
 
 def _print_refusal(reasons: list[str], commands: list[str]) -> None:

@@ -85,9 +85,24 @@ def parse_profile(text: str, source: str = "<profile>") -> LaunchProfile:
         raise ProfileError(_problems_from_validation(err, text, source)) from None
 
 
-def profile_to_toml(profile: LaunchProfile) -> str:
-    """Canonical TOML: only non-default values, sections in schema order."""
-    return tomlkit.dumps(_canonical_document(profile))
+def profile_to_toml(profile: LaunchProfile, *, keep_set: bool = False) -> str:
+    """Canonical TOML: only non-default values, sections in schema order. `keep_set`: also every key the
+    profile was given, default or not (an imported script pinned `--lora_rank 8` on purpose: a later swift
+    may change its default)."""
+    return tomlkit.dumps(_canonical_document(profile, always=given_keys(profile) if keep_set else None))
+
+
+def given_keys(profile: LaunchProfile) -> dict[str, tuple[str, ...]]:
+    """ALWAYS_WRITTEN and, per section, the keys the profile was built with (pydantic's `model_fields_set`)."""
+    keys = {section: tuple(names) for section, names in ALWAYS_WRITTEN.items()}
+    for section in type(profile).model_fields:
+        value = getattr(profile, section)
+        if isinstance(value, BaseModel):
+            known = keys.get(section, ())
+            keys[section] = known + tuple(n for n in type(value).model_fields if n in value.model_fields_set
+                                          and n not in known)
+    # the canonical writer puts each of these keys first, one after the other: reversed, they read in order
+    return {section: tuple(reversed(names)) for section, names in keys.items() if names}
 
 
 def _canonical_document(profile: LaunchProfile, always: dict[str, tuple[str, ...]] | None = None
@@ -138,17 +153,19 @@ def _multiline_string(value: str) -> tomlkit.items.String:
 ALWAYS_WRITTEN: dict[str, tuple[str, ...]] = {"model": ("source",), "data": ("train",), "tuner": ("type",)}
 
 
-def save_profile(profile: LaunchProfile, path: str | Path, *, layout: str | Path | None = None) -> Path:
+def save_profile(profile: LaunchProfile, path: str | Path, *, layout: str | Path | None = None,
+                 keep_set: bool = False) -> Path:
     """Write atomically: readers see the old file or the new one, never half of one.
 
     `layout`: the user's file whose comments, key order and formatting the save keeps (the TUI
     passes the file the profile came from): only the values that changed are rewritten, new ones
     added, those set back to their default dropped. None, or a file that cannot be read as TOML:
-    the canonical form."""
+    the canonical form (`keep_set`: with every key the profile was given, see profile_to_toml)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     existing = _layout_text(Path(layout)) if layout is not None else None
-    write_text_atomic(path, profile_text_over(profile, existing))
+    text = profile_to_toml(profile, keep_set=True) if keep_set and not existing else profile_text_over(profile, existing)
+    write_text_atomic(path, text)
     return path
 
 
