@@ -102,13 +102,13 @@ def _classify(err: BaseException, argv: list[str]) -> dict[str, Any]:
         choices = _choices(text)
         named = _config_model_type(argv, choices)
         return _problem("model_type", text, argv, flag="model_type", choices=choices,
-                        suggested=named or (choices or [None])[0],
+                        suggested=named or next(iter(choices), None),
                         why="config.json's model_type" if named else "swift's first candidate")
     if "Failed to automatically match `template_type`" in text:
         choices = _choices(text)
         named = _model_type_template(argv, choices)
         return _problem("template", text, argv, flag="template", choices=choices,
-                        suggested=named or (choices or [None])[0],
+                        suggested=named or next(iter(choices), None),
                         why="the model type's template" if named else "swift's first candidate")
     package = _package(text)
     if package:
@@ -182,7 +182,7 @@ def _model_type_template(argv: list[str], choices: list[str]) -> str | None:
 
 def _missing_libraries(args: Any) -> list[dict[str, Any]]:
     """Packages the built arguments need that are not installed (swift imports them only at model load)."""
-    found = []
+    found: list[dict[str, Any]] = []
     for flag, values, module, package in NEEDS:
         value = getattr(args, flag, None)
         if value in (None, False, "") or (values is not None and value not in values):
