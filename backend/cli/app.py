@@ -64,9 +64,10 @@ def full_app() -> typer.Typer:
         import backend.cli.queue as queue
         import backend.cli.runs as runs
         import backend.cli.save as save
+        import backend.cli.signals as signals
         import backend.cli.watch as watch
 
         for module in (profiles, runs, save, estimate, jobs, checkpoints, golden, export, export_model, watch, data,
-                       queue, evaluate):
+                       queue, evaluate, signals):
             module.register(app)
     return app

@@ -185,6 +185,10 @@ def status(
     where = s.state.elsewhere() if s.state.status != "damaged" else None
     if where:
         console.print(f"  host: {visible(s.state.host)} ({visible(where)})", highlight=False, markup=False)
+    elif s.state.is_active and s.state.supervisor_pid is not None:
+        console.print(f"  supervisor: pid {s.state.supervisor_pid} (save and stop: `workbench signal "
+                      f"{visible(folder.run_id)} save-and-stop` sends it SIGUSR1)", highlight=False, markup=False,
+                      soft_wrap=True)
     if s.step is not None:
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
         console.print(f"  step {s.step}/{s.max_steps}  loss {loss}  elapsed {_age(s.elapsed_seconds)}"
