@@ -51,14 +51,12 @@ def pinned_dir(run: RunFolder) -> Path:
     return run.path / PINNED_DIR
 
 
-
-
 def pin(run: RunFolder, step: int) -> str:
     """Pin checkpoint-<step>: a hard-linked copy in <run>/pinned/ that rotation cannot reach, and its step
     in pins.json. Returns what was done; PinRefused when it cannot be."""
-    copy = pinned_dir(run) / f"checkpoint-{step}"
     folder = run.output_dir / f"checkpoint-{step}"
     with file_lock(run.path / ".pins.lock", wait=10.0):
+        copy = _own_pinned_dir(run) / f"checkpoint-{step}"
         pins = read_pins(run)
         if step in pins and copy.is_dir():
             return f"checkpoint-{step} is already pinned ({copy})"
@@ -79,21 +77,47 @@ def pin(run: RunFolder, step: int) -> str:
 def unpin(run: RunFolder, step: int) -> str:
     """Unpin checkpoint-<step>: its step leaves pins.json and the pinned copy goes, unless that copy is the
     only one left (rotation deleted the original): then PinRefused, nothing changed."""
-    copy = pinned_dir(run) / f"checkpoint-{step}"
     folder = run.output_dir / f"checkpoint-{step}"
     with file_lock(run.path / ".pins.lock", wait=10.0):
+        copy = _own_pinned_dir(run) / f"checkpoint-{step}"
         pins = read_pins(run)
-        if step not in pins and not copy.exists():
+        there = copy.exists() or copy.is_symlink()
+        if step not in pins and not there:
             raise PinRefused(f"checkpoint-{step} of run {run.run_id} is not pinned "
                                   f"(pinned: {', '.join(map(str, pins)) or 'none'})")
-        if copy.exists() and not folder.is_dir():
+        if copy.is_symlink() or (there and not copy.is_dir()):
+            raise PinRefused(f"{copy} is not a folder the workbench made (a symlink or a file); nothing was "
+                             "changed. Look at it and remove it yourself")
+        if there and not folder.is_dir():
             raise PinRefused(f"the pinned copy {copy} is the only copy of checkpoint-{step} left (the "
                                   "original was deleted, e.g. by save_total_limit); nothing was changed. Delete "
                                   f"that folder yourself if you no longer need it: rm -r {copy}")
+        # the copy leaves by a rename first: pins.json is rewritten only once the copy is out of the way, and a
+        # removal cut short leaves a hidden leftover, never a half copy that still looks pinned
+        doomed = copy.with_name(f".{copy.name}.unpinned-{secrets.token_hex(3)}")
+        if there:
+            try:
+                os.rename(copy, doomed)
+            except OSError as err:
+                raise PinRefused(f"cannot remove the pinned copy {copy} ({err.strerror or err}); nothing was "
+                                 "changed") from None
         write_text_atomic(run.path / PINS_FILE, json.dumps({"pinned": [s for s in pins if s != step]}, indent=2) + "\n")
-        if copy.exists():
-            shutil.rmtree(copy)
+        if there:
+            shutil.rmtree(doomed, ignore_errors=True)
     return f"unpinned checkpoint-{step} (the original {folder} stays; rotation may delete it later)"
+
+
+def _own_pinned_dir(run: RunFolder) -> Path:
+    """<run>/pinned when it is the run's own folder (or absent): PinRefused when it is a symlink or leads
+    out of the run folder, where a pin would write and an unpin would delete what is not the run's."""
+    path = pinned_dir(run)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise PinRefused(f"{path} is {'a symlink' if path.is_symlink() else 'not a folder'}: the workbench pins and "
+                         "unpins only inside the run's own folder, never through a link; nothing was changed. "
+                         f"Make {path} a plain folder (move what it points to back into it) and try again")
+    if path.exists() and path.resolve().parent != run.path.resolve():
+        raise PinRefused(f"{path} leads out of the run folder {run.path}; nothing was changed")
+    return path
 
 
 def _link_tree(source: Path, target: Path) -> str:

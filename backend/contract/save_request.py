@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,45 +45,88 @@ def request_path(run_dir: Path) -> Path:
     return Path(run_dir) / REQUEST_FILE
 
 
+class RequestBlocked(ValueError):
+    """save.request cannot be written: something that is not a request file (a folder) sits in its place."""
+
+
 def write_save_request(run_dir: Path, action: Action = "save", reason: str = SAVE_NOW) -> SaveRequest:
     """Ask the trainer of the run in `run_dir` to save (and, for "stop", then stop) at the end of its
-    current step. A "stop" is never weakened by a later "save" still pending."""
+    current step. A "stop" is never weakened by a later "save" still pending. RequestBlocked when the
+    request's place holds something other than a file."""
+    path = request_path(run_dir)
+    if _present(path) and not _is_request_file(path):
+        raise RequestBlocked(f"{path} is {_kind(path)}, not a request file, so the trainer cannot be asked through "
+                             f"it; remove it (rm -r {path}) and ask again")
     pending = read_save_request(run_dir)
     if pending is not None and pending.action == "stop" and action == "save":
         return pending
     request = SaveRequest(action, reason, secrets.token_hex(4), time.time())
-    write_text_atomic(request_path(run_dir), json.dumps(request.__dict__))
+    write_text_atomic(path, json.dumps(request.__dict__))
     return request
 
 
 def read_save_request(run_dir: Path) -> SaveRequest | None:
-    """The pending request, or None (none, or a file that is not one: that is taken as a plain save)."""
-    try:
-        raw = request_path(run_dir).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    try:
-        data = json.loads(raw)
-        action: Action = "stop" if data.get("action") == "stop" else "save"
-        return SaveRequest(action, str(data.get("reason") or SAVE_NOW)[:200], str(data.get("id", "")),
-                           float(data.get("time", 0.0)))
-    except (ValueError, TypeError, AttributeError, KeyError):
-        return SaveRequest("save", SAVE_NOW)
+    """The pending request, or None: none, or a place that holds no request (a folder, a link, a file that is
+    not a request's JSON: never taken as a save)."""
+    path = request_path(run_dir)
+    return _parse(path) if _is_request_file(path) else None
 
 
 def take_save_request(run_dir: Path) -> SaveRequest | None:
-    """The trainer's side, every step: None at the cost of one failed stat; else the request, removed."""
+    """The trainer's side, every step: None at the cost of one failed stat; else the request, taken by a
+    rename (a request written meanwhile lands as a new file, taken at the next step: never lost)."""
     path = request_path(run_dir)
-    if not os.path.exists(path):
+    if not _is_request_file(path):
         return None
-    request = read_save_request(run_dir) or SaveRequest("save", SAVE_NOW)
-    clear_save_request(run_dir)
-    return request
+    taken = path.with_name(f".{REQUEST_FILE}.taken-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        os.rename(path, taken)
+    except OSError:
+        return None  # gone meanwhile (taken by another reader, cleared)
+    try:
+        return _parse(taken)
+    finally:
+        _unlink(taken)
 
 
 def clear_save_request(run_dir: Path) -> None:
+    if _is_request_file(request_path(run_dir)):
+        _unlink(request_path(run_dir))
+
+
+MAX_REQUEST_BYTES = 65_536
+
+
+def _parse(path: Path) -> SaveRequest | None:
     try:
-        request_path(run_dir).unlink()
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(MAX_REQUEST_BYTES).decode("utf-8"))
+        if not isinstance(data, dict) or data.get("action") not in ("save", "stop"):
+            return None
+        action: Action = data["action"]
+        return SaveRequest(action, str(data.get("reason") or SAVE_NOW)[:200], str(data.get("id", "")),
+                           float(data.get("time", 0.0)))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _is_request_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _present(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _kind(path: Path) -> str:
+    return "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "not a plain file"
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
     except OSError:
         pass
-

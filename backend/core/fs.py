@@ -30,7 +30,8 @@ class LockCancelled(Exception):
 
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Readers see the old file or the new one, never half of one. `mode` (e.g. 0o755 for a script):
-    the new file's permissions; without it, mkstemp's 0o600."""
+    the new file's permissions; without it, a rewritten file keeps its permissions and a new one gets
+    0o666 less the umask, as `open` would give it (a team's shared data folder stays readable to all)."""
     write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
 
 
@@ -41,13 +42,34 @@ def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> N
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            if mode is not None:
-                os.fchmod(handle.fileno(), mode)
+            os.fchmod(handle.fileno(), mode if mode is not None else _mode_for(path))
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions a rewrite of `path` keeps: its own, or for a new file 0o666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 @contextmanager

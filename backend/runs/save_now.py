@@ -7,7 +7,13 @@ import time
 from dataclasses import dataclass
 
 from backend.contract.events import Checkpoint, EventReader, RunEnd
-from backend.contract.save_request import SAVE_NOW, clear_save_request, read_save_request, write_save_request
+from backend.contract.save_request import (
+    SAVE_NOW,
+    RequestBlocked,
+    clear_save_request,
+    read_save_request,
+    write_save_request,
+)
 from backend.rundir.layout import RunFolder
 from backend.runs.errors import RunRefused
 from backend.runs.status import refresh
@@ -34,7 +40,14 @@ def ask_for_checkpoint(run: RunFolder, stop: bool = False, timeout: float = 120.
         offset = run.events_path.stat().st_size
     except OSError:
         offset = 0
-    request = write_save_request(run.path, "stop" if stop else "save", SAVE_NOW if not stop else "workbench save --stop")
+    try:
+        request = write_save_request(run.path, "stop" if stop else "save",
+                                     SAVE_NOW if not stop else "workbench save --stop")
+    except RequestBlocked as err:
+        raise RunRefused(f"cannot ask run {run.run_id} for a checkpoint: {err}") from None
+    except OSError as err:
+        raise RunRefused(f"cannot ask run {run.run_id} for a checkpoint: writing {err.filename or 'save.request'} "
+                         f"failed ({err.strerror or err})") from None
     reader = EventReader(run.events_path, offset)
     deadline = time.monotonic() + max(timeout, 0.0)
     while True:
