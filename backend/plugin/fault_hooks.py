@@ -1,16 +1,19 @@
 """Debug and test hooks inside swift's training process (loaded by workbench_callback.py): an inf gradient at
 chosen optimizer steps (WORKBENCH_INJECT_OVERFLOW_STEPS, before the scaler unscales: a real overflow), a NaN
 loss at chosen steps ([debug] inject_nan_steps of the run's profile, for the watchdog), and CUDA out of memory
-at step N (WORKBENCH_INJECT_OOM_STEP=N, the queue's OOM retry, #25)."""
+at step N (WORKBENCH_INJECT_OOM_STEP=N, the queue's OOM retry, #25), and one rank that hangs inside a step
+(WORKBENCH_INJECT_HANG=RANK:STEP:SECONDS: it sleeps in its loss computation while the others wait for it, #39)."""
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
 
 INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
+INJECT_HANG_ENV = "WORKBENCH_INJECT_HANG"
 
 
 def inject_oom_step() -> int | None:
@@ -19,12 +22,27 @@ def inject_oom_step() -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def inject_hang(rank: int) -> tuple[int, float] | None:
+    """(step, seconds) when WORKBENCH_INJECT_HANG=RANK:STEP:SECONDS names this rank, else None."""
+    parts = os.environ.get(INJECT_HANG_ENV, "").split(":")
+    if len(parts) != 3 or not all(p.replace(".", "", 1).isdigit() for p in parts) or int(parts[0]) != rank:
+        return None
+    return int(parts[1]), float(parts[2])
+
+
+def injected_hang(seconds: float) -> None:
+    """The injected hang: a plain sleep, so the stack shows this function (and its caller, the loss)."""
+    time.sleep(seconds)
+
+
 class FaultHooks:
     def __init__(self, profile: dict[str, Any]) -> None:
         self.inject_steps = {int(s) for s in os.environ.get("WORKBENCH_INJECT_OVERFLOW_STEPS", "").split(",") if s}
         self.nan_steps = {int(s) for s in profile.get("debug", {}).get("inject_nan_steps", [])}
         self._inject_now = False
         self._nan_now = False
+        self.hang = inject_hang(int(os.environ.get("RANK", "0")))
+        self._hang_now = False
 
     def install(self, trainer: Any) -> None:
         """Hook the overflow and NaN injections into the trainer (nothing when none is asked)."""
@@ -44,6 +62,16 @@ class FaultHooks:
                 return result * float("nan")
 
             trainer.compute_loss = nan_loss
+        if self.hang:
+            inner = trainer.compute_loss
+
+            def hanging_loss(model, inputs, *args, **kwargs):
+                if self._hang_now and self.hang:
+                    self._hang_now = False
+                    injected_hang(self.hang[1])
+                return inner(model, inputs, *args, **kwargs)
+
+            trainer.compute_loss = hanging_loss
 
     def on_step_begin(self, global_step: int) -> None:
         """Arm the hooks for the step about to run; raise the injected out-of-memory error at its step."""
@@ -52,3 +80,4 @@ class FaultHooks:
                                               f"{INJECT_OOM_ENV})")
         self._inject_now = (global_step + 1) in self.inject_steps
         self._nan_now = (global_step + 1) in self.nan_steps
+        self._hang_now = self.hang is not None and self.hang[0] == global_step + 1

@@ -34,7 +34,7 @@ from swift.callbacks import callbacks_map
 from transformers import TrainerCallback
 
 from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
-from backend.contract.heartbeat import heartbeat_path, register_stack_dump
+from backend.contract.heartbeat import RankProgressWriter, heartbeat_path, register_stack_dump
 from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
 from backend.plugin.fault_hooks import FaultHooks
 from backend.plugin.loss_scale import LossScale
@@ -68,6 +68,7 @@ class WorkbenchEventsCallback(TrainerCallback):
         self._stack_file = _register_stack_dump(run_dir)
         self.faults = FaultHooks(profile)
         self._heartbeat_path = heartbeat_path(run_dir)
+        self.progress = RankProgressWriter(run_dir, rank())  # which rank stopped moving, and where (#39)
         self._last_heartbeat = 0.0
         self.loss_scale = LossScale(trainer)
         self._tokens = 0
@@ -126,6 +127,7 @@ class WorkbenchEventsCallback(TrainerCallback):
     # ------------------------------------------------------------ per step
 
     def on_step_begin(self, args, state, control, **kwargs):
+        self.progress.at(state.global_step + 1, "step")
         self.faults.on_step_begin(state.global_step)  # an injected OOM (the queue's retry test, #25) raises here
 
     def _heartbeat(self) -> None:
@@ -145,6 +147,7 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_prediction_step(self, args, state, control, **kwargs):
         self._heartbeat()
+        self.progress.at(state.global_step, "eval", throttle=True)
 
     # ------------------------------------------------------------ memory per phase (#26)
 
@@ -182,6 +185,7 @@ class WorkbenchEventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._heartbeat()
+        self.progress.at(state.global_step, "after_step")
         self.save_asks.take(self.trainer.accelerator, control)
         # the flow callback (called first) has decided: evaluation, then saving, follow this step
         if control.should_evaluate:
@@ -225,6 +229,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             self._end_phase(state, "save" if control.should_save else "steady_step")
 
     def on_save(self, args, state, control, **kwargs):
+        self.progress.at(state.global_step, "save")
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
         self.writer.write("checkpoint", step=state.global_step, path=path, requested=self.save_asks.requested)
         self.save_asks.requested = None

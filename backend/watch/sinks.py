@@ -71,6 +71,14 @@ def _hide_values(text: str, template: str) -> str:
     return text
 
 
+def _without_dumps(data: dict[str, Any]) -> dict[str, Any]:
+    """The webhook gets a hang's summary, not its stack dumps (they are in the run folder's hang report, #39)."""
+    evidence = data.get("evidence")
+    if isinstance(evidence, dict) and "stacks" in evidence:
+        data = {**data, "evidence": {k: v for k, v in evidence.items() if k != "stacks"}}
+    return data
+
+
 def _title(alert: Alert) -> str:
     return f"workbench: {alert.run_id} {alert.kind}"
 
@@ -108,7 +116,7 @@ class WebhookSink(Sink):
             body = json.dumps({"text": text, "content": text}).encode("utf-8")
             headers["Content-Type"] = "application/json"
         else:
-            body = json.dumps({**alert.to_json(), "line": alert.line()}, default=str).encode("utf-8")
+            body = json.dumps({**_without_dumps(alert.to_json()), "line": alert.line()}, default=str).encode("utf-8")
             headers["Content-Type"] = "application/json"
         if self.token_env:
             token = os.environ.get(self.token_env)

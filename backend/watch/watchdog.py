@@ -29,6 +29,7 @@ from backend.core.fs import write_text_atomic
 from backend.core.process_identity import run_processes
 from backend.core.safe_text import visible
 from backend.core.units import duration
+from backend.hang.watch_report import hang_report
 from backend.rundir.diagnose import diagnose_log
 from backend.rundir.layout import RunFolder, append_watch_log, watch_dir
 from backend.rundir.process import signal_processes, terminate_run
@@ -197,10 +198,11 @@ class Watchdog:
         action = self.config.actions.get(finding.kind, "alert")  # type: ignore[call-overload]
         if action == "off":
             return None
-        evidence = dict(finding.evidence)
+        evidence, message = dict(finding.evidence), finding.message
         if finding.kind == "hang":
             evidence.update(self._hang_evidence())
-        alert = Alert(finding.kind, finding.message, finding.step, evidence, action=action, run_id=self.run.run_id)
+            message = f"{message}. {evidence['summary']}" if evidence.get("summary") else message
+        alert = Alert(finding.kind, message, finding.step, evidence, action=action, run_id=self.run.run_id)
         append_alert(self.run.path, alert)
         self.raised.append(alert)
         if self.dispatcher is not None:
@@ -216,10 +218,16 @@ class Watchdog:
         try:
             processes = run_processes(self.run.path, (self.trainer_pid,))
             stacks = dump_stacks(self.run.path, processes)
-            return {"processes": probes.process_table(processes), "stacks": stacks}
+            found: dict[str, Any] = {"processes": probes.process_table(processes), "stacks": stacks}
         except Exception as err:
             self.log_error("stack dump failed")
             return {"stacks_error": str(err)}
+        try:  # by rank, grouped, the lagging rank named, written into the run folder (#39)
+            world = self.run_begin.world_size if self.run_begin else None
+            return {**found, **hang_report(self.run, stacks, world, self.last_step)}
+        except Exception:
+            self.log_error("hang report failed")
+            return found
 
     def stop_run(self, alert: Alert) -> None:
         """A clean stop: SIGINT (the trainer ends between steps), then SIGTERM, then SIGKILL; the
