@@ -84,8 +84,8 @@ def last_log_event(run: RunFolder, tail_bytes: int = 65_536) -> Log | None:
     tail only. Lines that are not events (damaged, of a newer format) are skipped."""
     events = [e for e in EventReader.from_end(run.events_path, tail_bytes).read_new() if e.rank == 0]
     last_log = next((e for e in reversed(events) if isinstance(e, Log) and e.step is not None), None)
-    end = next((e for e in reversed(events) if isinstance(e, RunEnd) and e.step is not None), None)
-    if end is None:
+    end = next((e for e in reversed(events) if isinstance(e, (Log, RunEnd)) and e.step is not None), None)
+    if not isinstance(end, RunEnd):  # no end, or an earlier attempt's: the resumed run's logs came after it
         return last_log
     if last_log is None:  # the end alone: its step, its counts
         return Log(step=end.step, max_steps=end.max_steps, loss_scale=end.loss_scale,
