@@ -26,7 +26,7 @@ from backend.runs.errors import LaunchRefused, RunNotFound
 from backend.runs.lookup import find_run
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
-from backend.runs.status import refresh
+from backend.runs.status import SLURM_SAID, refresh
 from backend.runs.stop import stop_run_result
 from backend.runs.summaries import SummaryCache, summarize
 
@@ -138,7 +138,8 @@ def runs() -> None:
         # text from files is shown as plain text: escapes visible, never markup
         rows.append((visible(folder.run_id), visible(s.state.profile_name, 80), status_cell, step, loss,
                      _age(s.elapsed_seconds), _age(time.time() - s.state.created_at)))
-        if s.state.status in ("damaged", "unknown") or (s.state.failure_reason or "").startswith("damaged"):
+        reason = s.state.failure_reason or ""
+        if s.state.status in ("damaged", "unknown") or reason.startswith(("damaged", SLURM_SAID)):
             notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
         if s.attempt:  # an OOM retry of the queue, linked both ways (backend/runs/attempts.py)
             notes.append(f"{visible(folder.run_id)}: {s.attempt}")

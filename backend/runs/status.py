@@ -1,6 +1,10 @@
 """A run's status when someone looks: reconciled with its processes and, once they are all gone
 without a final status, concluded from the evidence (verdict.py) and said once in its alerts.
-Also the run's last logged step, read from the tail of its events."""
+Also the run's last logged step, read from the tail of its events.
+
+A run with a SLURM job (slurm_job.json) also gets SLURM's own verdict (backend/cluster/sacct.py, #40): a
+job SLURM preempted, timed out, lost with its node or killed for memory is shown by SLURM's word, and a
+run whose supervisor SLURM took with it is concluded from it (recorded, and said in its alerts)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import time
 
 import msgspec
 
+from backend.cluster.sacct import SacctUnavailable, SlurmVerdict, verdict
+from backend.cluster.slurm_job import job_id_of
 from backend.contract.events import EventReader, Log, RunEnd
 from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder, RunState, StateUnreadable
@@ -24,7 +30,48 @@ def refresh(run: RunFolder) -> RunState:
             return state.model_copy(update={"status": "running", "failure_reason": (
                 f"{state.failure_reason}; its processes are still running (`workbench stop` stops them)")})
         return state
-    return reconcile(run.state_or_damaged, run_marker(run.path), lambda lost: _conclude_lost(run, lost), state)
+    state = reconcile(run.state_or_damaged, run_marker(run.path), lambda lost: _conclude_lost(run, lost), state)
+    return _with_slurm_verdict(run, state)
+
+
+SLURM_SAID = "SLURM "  # a reason SLURM's verdict gave starts so: it is recorded, sacct is not asked again
+
+
+def _slurm_verdict(run: RunFolder, state: RunState) -> SlurmVerdict | None:
+    """SLURM's verdict on the run's job, when it has one and SLURM gave one it has not recorded yet."""
+    if state.status in ("finished", "damaged") or (state.failure_reason or "").startswith(SLURM_SAID):
+        return None
+    job_id, _ = job_id_of(run.path)
+    if job_id is None:
+        return None
+    try:
+        found = verdict(job_id)
+    except (SacctUnavailable, ValueError):  # not on a SLURM login node: the run folder's word alone
+        return None
+    return found if found is not None and found.reason is not None else None
+
+
+def _with_slurm_verdict(run: RunFolder, state: RunState) -> RunState:
+    """The state with SLURM's verdict: an active run whose job SLURM ended is concluded by it (its supervisor
+    went with the job); an ended one gets SLURM's reason before its own. A job SLURM requeued is shown, not
+    recorded: its next attempt resumes the run and writes its state."""
+    said = _slurm_verdict(run, state)
+    if said is None or said.status is None or said.reason is None:
+        return state
+    if said.requeued and said.now == "RUNNING" and state.is_active:
+        return state  # the next attempt runs: the run's own state says the rest
+    reason = said.reason if state.is_active or not state.failure_reason else f"{said.reason}; {state.failure_reason}"
+    status = said.status if state.is_active or state.status == "unknown" or said.requeued else state.status
+    ended = said.ended.end.timestamp() if said.ended is not None and said.ended.end is not None else None
+    update = {"status": status, "failure_reason": reason, "ended_at": state.ended_at or ended or time.time()}
+    if said.requeued or not run.is_proven():
+        return state.model_copy(update=update)
+    if state.is_active:
+        _alert_supervisor_gone(run, status, reason)
+    try:
+        return run.update_state(**update)
+    except (StateUnreadable, FolderNotWritable, FolderBusy):  # shown as SLURM says, written next time
+        return state.model_copy(update=update)
 
 
 def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
@@ -34,6 +81,9 @@ def _conclude_lost(run: RunFolder, state: RunState) -> RunState:
     ended_at, when = _evidence_end(run)
     if when and reason:
         reason = f"{reason}; {when}"
+    said = _slurm_verdict(run, state)
+    if said is not None and said.status is not None and not said.requeued:  # SLURM knows what took it
+        status, reason = said.status, f"{said.reason}; {reason}" if reason else said.reason
     concluded = {"status": status, "failure_reason": reason, "signal": sig, "ended_at": ended_at}
     if not run.is_proven():  # a legacy or foreign folder (no run.json): shown as concluded, never written to
         return state.model_copy(update=concluded)

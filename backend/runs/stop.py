@@ -3,13 +3,12 @@ scheduler, and mark it stopped. A run on another host is not signalled from here
 
 from __future__ import annotations
 
-import json
-import re
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from backend.cluster.slurm_job import job_id_of
 from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
 from backend.rundir.process import terminate
@@ -85,25 +84,10 @@ def _stop_locked(run: RunFolder, report: Callable[[str], None]) -> StopResult:
     return StopResult(slurm.lines + done, stopped=True)
 
 
-SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
-
-
 def _slurm_job_id(run: RunFolder) -> tuple[str | None, list[str]]:
-    """The SLURM job of a run exported to SLURM, or None and why not (nothing when there is no job file).
-    The file lies in the run folder, which may come from a shared filesystem: only a job id is believed."""
-    job_file = run.path / "slurm_job.json"
-    if not job_file.is_file():
-        return None, []
-    try:
-        content = json.loads(job_file.read_text(encoding="utf-8"))
-        job_id = content.get("SLURM_JOB_ID") if isinstance(content, dict) else None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        return None, [f"{job_file.name} is unreadable ({err}): no SLURM job was cancelled"]
-    if isinstance(job_id, int) and not isinstance(job_id, bool):
-        job_id = str(job_id)
-    if not isinstance(job_id, str) or not SLURM_JOB_ID.fullmatch(job_id):
-        return None, [f"{job_file.name} holds no SLURM job id (SLURM_JOB_ID = {job_id!r}): no SLURM job was cancelled"]
-    return job_id, []
+    """The SLURM job of a run exported to SLURM, or None and why not (backend/cluster/slurm_job.py)."""
+    job_id, problems = job_id_of(run.path)
+    return job_id, [f"{problem}: no SLURM job was cancelled" for problem in problems]
 
 
 def _cancel_slurm_job(job_id: str) -> StopResult:
