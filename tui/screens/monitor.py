@@ -62,26 +62,28 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     CSS_PATH = "monitor.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back", id="monitor-back", tooltip="Back to the runs list (the run goes on)"),
-        Binding("s", "toggle_smoothing", "Smooth", id="monitor-smooth", tooltip="Show or hide the EMA of the loss"),
-        Binding("l", "toggle_log", "Log y", id="monitor-log", tooltip="Logarithmic loss axis"),
-        Binding("z", "zoom", "Zoom", id="monitor-zoom", tooltip="All steps, or only the last 1000 / 200 / 50"),
-        Binding("p", "next_panel", "Panel", id="monitor-panel", tooltip="Show one panel large; cycles through them"),
+        # the loss panel's own keys are written on its border (s l z), the view keys (i b) are in ctrl+p: the footer
+        # keeps what acts on the run, and fits 80 columns
+        Binding("s", "toggle_smoothing", "Smooth", show=False, id="monitor-smooth", tooltip="Show or hide the EMA of the loss"),
+        Binding("l", "toggle_log", "Log y", show=False, id="monitor-log", tooltip="Logarithmic loss axis"),
+        Binding("z", "zoom", "Zoom", show=False, id="monitor-zoom", tooltip="All steps, or only the last 1000 / 200 / 50"),
+        Binding("p", "next_panel", "Panel", show=False, id="monitor-panel", tooltip="Show one panel large; cycles through them"),
         Binding("1", "show_panel('loss')", show=False, id="monitor-panel-loss", tooltip="Loss panel alone"),
         Binding("2", "show_panel('lr')", show=False, id="monitor-panel-lr", tooltip="LR and grad norm alone"),
         Binding("3", "show_panel('scale')", show=False, id="monitor-panel-scale", tooltip="Loss scale alone"),
         Binding("4", "show_panel('memory')", show=False, id="monitor-panel-memory", tooltip="Memory alone"),
         Binding("0", "show_panel('')", show=False, id="monitor-panel-all", tooltip="Every panel"),
-        Binding("x", "stop", "Stop run", id="monitor-stop", tooltip="Stop this run (asks first)"),
-        Binding("w", "save_now", "Save now", id="monitor-save-now",
+        Binding("x", "stop", "Stop", id="monitor-stop", tooltip="Stop this run (asks first)"),
+        Binding("w", "save_now", "Save", id="monitor-save-now",
                 tooltip="Save a checkpoint at the end of the current step; training goes on (workbench save RUN)"),
         Binding("m", "merge", "Merge", id="monitor-merge",
                 tooltip="Merge the best LoRA checkpoint (workbench checkpoints RUN) into the base model, as a new folder (asks first)"),
         Binding("t", "chat", "Chat", id="monitor-chat", tooltip="Chat with the best checkpoint (or its merged model), tokens streaming"),
         Binding("c", "toggle_scoreboard", "Checkpoints", id="monitor-checkpoints",
                 tooltip="The checkpoint scoreboard in place of the log: best marked *, enter chats, m merges, p pins"),
-        Binding("i", "next_interval", "Interval", id="monitor-interval",
+        Binding("i", "next_interval", "Interval", show=False, id="monitor-interval",
                 tooltip="Update interval: 0.5 / 1 / 2 / 5 / 10 s (a longer one sends less over a slow link)"),
-        Binding("b", "toggle_low_bandwidth", "Low bw", id="monitor-low-bandwidth",
+        Binding("b", "toggle_low_bandwidth", "Low bw", show=False, id="monitor-low-bandwidth",
                 tooltip="Low-bandwidth mode: one-line sparklines instead of braille plots"),
     ]
 
@@ -205,6 +207,9 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         if compact != self.has_class("-compact"):
             self.set_class(compact, "-compact")
             self._apply_panel()
+        narrow = event.size.width < COMPACT_WIDTH  # every key whole at 80 columns (ctrl+p opens the palette still)
+        footer = self.query_one(Footer)
+        footer.compact, footer.show_command_palette = narrow, not narrow
 
     def _apply_panel(self) -> None:
         self.shown_panel = self.panel or ("loss" if self.has_class("-compact") else "")

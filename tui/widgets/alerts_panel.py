@@ -34,6 +34,7 @@ from tui.worker_failures import WorkerFailures, failure_text
 
 KIND_STYLES = {"finished": "green", "stopped": "yellow", "failed": "bold red", "hang": "bold red",
                "nonfinite": "bold red", "loss_scale": "red", "disk": "red"}
+RUN_ENDS = ("finished", "stopped")  # alerts that only say how a run ended: one line in the panel
 SEVERITY: dict[str, SeverityLevel] = {"finished": "information", "stopped": "warning"}
 logger = logging.getLogger("workbench.tui")
 
@@ -42,10 +43,13 @@ class AlertsPanel(WorkerFailures, Static):
     DEFAULT_CSS = """
     AlertsPanel {
         display: none;
-        height: 3;  /* fixed: a panel that grew with each alert re-laid out the screen, ~20 KB over SSH each */
+        /* 3 lines, fixed: a panel that grew with each alert re-laid out the screen, ~20 KB over SSH each;
+           one line for a run that only ended (finished, stopped): its end does not take the plots' rows */
+        height: 3;
         padding: 0 1;
         border-left: thick $error;
         &.-shown { display: block; }
+        &.-only-the-end { height: 1; }
     }
     """
 
@@ -109,6 +113,7 @@ class AlertsPanel(WorkerFailures, Static):
 
     def show_failure(self, message: str) -> None:
         self.set_class(True, "-shown")
+        self._fit(False)
         self.update(failure_text(message))
 
     def retry(self) -> None:
@@ -134,6 +139,7 @@ class AlertsPanel(WorkerFailures, Static):
         self.set_class(bool(self.alerts or damaged), "-shown")
         if not self.alerts:
             if damaged:
+                self._fit(False)
                 self.update(self._damaged_text())
             return
         self.post_message(self.Changed(tuple(sorted({a.step for a in self.alerts if isinstance(a.step, int)}))))
@@ -142,22 +148,36 @@ class AlertsPanel(WorkerFailures, Static):
             if number:
                 text.append("\n")
             text.append(time.strftime("%H:%M:%S ", time.localtime(alert.time)), style="dim")
-            text.append(alert.kind, style=KIND_STYLES.get(alert.kind, "yellow"))
-            text.append(f" at step {alert.step}" if alert.step is not None else "")
-            text.append(": " + visible(alert.message) + (" (run stopped)" if alert.action == "stop" else ""))
+            text.append_text(alert_line(alert))
         hidden = len(self.alerts) - self.shown
         if hidden > 0:
             text.append(f"\n… {hidden} earlier (workbench inbox --all)", style="dim")
-        if damaged:  # on the last line: the panel is 3 lines high
+        if damaged:  # on the last line: the panel is 3 lines high at most
             text.append("\n" if hidden <= 0 else " · ")
             text.append_text(self._damaged_text())
+        self._fit(len(text.plain.split("\n")) == 1 and all(a.kind in RUN_ENDS for a in self.alerts))
         self.update(text)
+
+    def _fit(self, one_line: bool) -> None:
+        """One line for a run's end alone, else three."""
+        self.set_class(one_line, "-only-the-end")
 
     def _damaged_text(self) -> Text:
         count = self._reader.damaged
         lines = "1 damaged line" if count == 1 else f"{count} damaged lines"
         return Text(f"⚠ {lines} of alerts.jsonl skipped ({visible(self._reader.damaged_why, limit=60)})",
                     style="yellow")
+
+
+def alert_line(alert: Alert) -> Text:
+    """`kind at step N: message`, the kind coloured; a message that already starts so ("finished at step 318 in
+    2m") is not said twice."""
+    head = alert.kind + (f" at step {alert.step}" if alert.step is not None else "")
+    message = visible(alert.message)
+    rest = message[len(head):] if message.startswith(head) else ": " + message
+    line = Text(alert.kind, style=KIND_STYLES.get(alert.kind, "yellow"))
+    line.append(head[len(alert.kind):] + rest + (" (run stopped)" if alert.action == "stop" else ""))
+    return line
 
 
 def _bell_wanted(run_dir: Path) -> bool:

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
+from backend.core.safe_text import visible_lines
 from backend.rundir.diagnose import Diagnosis
 from tui.feed import LogLine
 from tui.safe import plain
 from tui.widgets.quiet import show_text
 
 STYLES = {"error": "bold red", "warning": "yellow", "": ""}
+
+
+def log_text(line: LogLine) -> Text:
+    """A log line as written: a tab (accelerate indents its warnings with one) is laid out as a tab, never shown
+    as `\\t`; every other control character is shown as its escape."""
+    return Text(visible_lines(line.text.replace("\n", " ")), style=STYLES.get(line.level, ""))
 
 
 class LogTail(Vertical):
@@ -31,7 +39,7 @@ class LogTail(Vertical):
         RichLog {
             height: 1fr;
             background: $surface;
-            overflow-x: hidden;  /* long lines are cut: a horizontal scrollbar would repaint with every line */
+            overflow-x: hidden;  /* long lines wrap (swift's metric dicts); no horizontal scrollbar */
             /* a tail follows its end: a scrollbar would be sent again in two more frames at every poll
                (~0.7 KB/s over SSH for a live run at 120x36); the wheel and the keys still scroll it */
             scrollbar-visibility: hidden;
@@ -46,13 +54,14 @@ class LogTail(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diagnosis", markup=False)
-        yield RichLog(max_lines=self.max_lines, wrap=False, markup=False, highlight=False, auto_scroll=True)
+        yield RichLog(max_lines=self.max_lines, wrap=True, markup=False, highlight=False, auto_scroll=True)
 
     def add_lines(self, lines: Iterable[LogLine]) -> None:
         log = self.query_one(RichLog)
         lines = list(lines)
         for line in lines:  # one scroll for the lot: every scroll repaints the whole tail (bytes over SSH)
-            log.write(plain(line.text, style=STYLES.get(line.level, "")), scroll_end=False)
+            # wrapped at the tail's own width (not the console's; none before the first layout: the log waits)
+            log.write(log_text(line), width=log.scrollable_content_region.width or None, scroll_end=False)
         if lines and log.auto_scroll:
             log.scroll_end(animate=False, immediate=True)
 

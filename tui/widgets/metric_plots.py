@@ -49,6 +49,31 @@ def step_ticks(low: float, high: float, count: int = 6) -> list[int]:
     return list(range(int(first), int(high) + 1, step)) or [int(low)]
 
 
+def value_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], list[str]]:
+    """Ticks an even, round step apart from `low` to `high` (limits `round_limits` chose), labelled alike: one
+    format, one number of decimals (0.000 0.001 0.002 0.003, never 0.00200 beside 0.00050)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low], [f"{low:.3g}"]
+    unit = 10 ** math.floor(math.log10(high - low))
+    fits = []  # (how far from `count` ticks, step) for each round step that divides the span exactly
+    for m in (0.2, 0.25, 0.5, 1, 2, 2.5, 3, 4, 5):
+        intervals = (high - low) / (m * unit)
+        if abs(intervals - round(intervals)) < 1e-6 and 2 <= round(intervals) <= 6:
+            odd = 1.1 if m in (0.25, 2.5, 3, 4) else 0.0  # 1-2-5 steps first
+            fits.append((abs(round(intervals) + 1 - count) + odd, m * unit))
+    if fits:
+        step = min(fits)[1]
+        ticks = [low + k * step for k in range(round((high - low) / step) + 1)]
+    else:  # round steps inside the limits, at most count + 1 of them
+        step = next(m * unit for m in (1, 2, 5, 10) if (high - low) / (m * unit) <= count)
+        ticks = [k * step for k in range(math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9) + 1)]
+    biggest = max(abs(low), abs(high))
+    if biggest >= 1e5 or step < 1e-4:
+        return ticks, [f"{t:.1e}" for t in ticks]
+    decimals = next(d for d in range(12) if abs(round(step, d) - step) <= step * 1e-6)
+    return ticks, [f"{t:.{decimals}f}" for t in ticks]
+
+
 def _cells(line: Text) -> list[tuple[str, tuple[Any, ...]]]:
     """Each character of a one-line Text with the styles that cover it."""
     styles: list[tuple[Any, ...]] = [()] * len(line.plain)
@@ -175,7 +200,13 @@ class MetricPlot(PlotextPlot):
         """Round y limits (a linear axis): the plot rescales only when a value leaves them."""
         if values:
             low, high = round_limits(min(values), max(values))
-            plt.ylim(low, high, yside=yside) if yside else plt.ylim(low, high)  # type: ignore[arg-type]  # textual-plotext types yside as float; plotext takes "left"/"right"
+            ticks, labels = value_ticks(low, high)
+            if yside:
+                plt.ylim(low, high, yside=yside)  # type: ignore[arg-type]  # textual-plotext types yside as float; plotext takes "left"/"right"
+                plt.yticks(ticks, labels, yside=yside)  # type: ignore[arg-type]  # as above
+            else:
+                plt.ylim(low, high)
+                plt.yticks(ticks, labels)
 
     # ------------------------------------------------------------ building
 

@@ -24,6 +24,8 @@ from tui.widgets.quiet import show_text, sparkline
 from tui.widgets.units import number
 
 PANELS = ("loss", "lr", "scale", "memory")
+# keys of one panel, written on its border (the footer keeps the keys that act on the run)
+PANEL_KEYS = {"loss": " · s smooth · l log · z zoom"}
 TITLES = {"loss": "loss", "lr": "learning rate · grad norm", "scale": "loss scale (log2)", "memory": "memory"}
 POINTS_ASKED = 4096  # points asked of the store before thinning them per pixel column
 
@@ -95,11 +97,12 @@ class MetricPanels(Grid):
         self.call_after_refresh(self.redraw)  # the sparklines (or plots) have their size after a refresh
 
     def _show_panels(self) -> None:
+        """Each panel on or off, its border naming its keys."""
         chosen = self.shown_panel
         for number_, name in enumerate(PANELS, 1):
             panel = self.query_one(f"#{name}-panel")
             panel.set_class(name == chosen, "-shown")
-            panel.border_subtitle = "p: next panel · 0: all" if chosen else f"{number_}: alone"
+            panel.border_subtitle = ("p: next panel · 0: all" if chosen else f"{number_}/p: alone") + PANEL_KEYS.get(name, "")
         self.call_after_refresh(self.redraw)  # a panel that appears has a new size
 
     # ------------------------------------------------------------ drawing
