@@ -12,11 +12,11 @@ from typing import Any
 
 from backend.contract.heartbeat import RankProgress
 from backend.core.fs import write_text_atomic
+from backend.hang.flight_recorder import FlightReport
 from backend.hang.nccl_log import WatchdogTable
 from backend.hang.stack_text import Call, call_of
 
 REPORT_NAME = "hang-report.txt"
-_SINGULAR = {"wait": "waits", "are": "is"}
 
 
 @dataclass
@@ -38,6 +38,7 @@ class HangReport:
     groups: list[str]
     tables: list[WatchdogTable] = field(default_factory=list)
     others: dict[str, str] = field(default_factory=dict)  # pid -> stack of the run's processes that are no rank
+    flight: FlightReport | None = None
 
     def summary(self) -> str:
         """One line for the alert, the monitor and the webhook: who lags, then the groups."""
@@ -49,14 +50,17 @@ class HangReport:
                 "ranks": [{"rank": r.rank, "pid": r.pid, "place": r.place, "step": r.step,
                            "quiet_seconds": r.quiet_seconds, "call": r.call.describe(),
                            "waiting": r.call.waiting} for r in self.ranks],
-                "nccl": [{"pg": t.pg, "lagging": t.lagging, "why": t.why} for t in self.tables]}
+                "nccl": [{"pg": t.pg, "lagging": t.lagging, "why": t.why} for t in self.tables],
+                "flight_recorder": self.flight.lines if self.flight else None}
 
     def render(self, title: str) -> str:
         lines = [title, "", self.summary(), ""]
         lines.append(f"  {'rank':>4}  {'pid':>8}  {'place':<24}{'quiet':>8}  call")
         for r in self.ranks:
             quiet = "" if r.quiet_seconds is None else f"{r.quiet_seconds:.0f} s"
-            lines.append(f"  {r.rank:>4}  {r.pid or '':>8}  {r.place:<24}{quiet:>8}  {_one(r.call.describe())}")
+            lines.append(f"  {r.rank:>4}  {r.pid or '':>8}  {r.place:<24}{quiet:>8}  {_one(r.call.describe(one=True))}")
+        if self.flight is not None:
+            lines += ["", self.flight.render()]
         for table in self.tables:
             lines += ["", table.render()]
         for r in self.ranks:
@@ -67,15 +71,15 @@ class HangReport:
 
 
 def build_report(progress: dict[int, RankProgress], stacks: dict[str, str], tables: list[WatchdogTable],
-                 now: float | None = None) -> HangReport:
+                 now: float | None = None, flight: FlightReport | None = None) -> HangReport:
     now = time.time() if now is None else now
     by_pid = {str(p.pid): p for p in progress.values()}
     ranks = [RankPlace(p.rank, p.pid, p.place(), p.step, round(now - p.time, 1),
                        call_of(stacks.get(str(p.pid), "no stack: the process was not found")),
                        stacks.get(str(p.pid), "")) for p in sorted(progress.values(), key=lambda p: p.rank)]
     others = {pid: text for pid, text in stacks.items() if pid not in by_pid}
-    lagging, why = _lagging(ranks, tables)
-    return HangReport(ranks, lagging, why, _groups(ranks), tables, others)
+    lagging, why = _lagging(ranks, tables, flight)
+    return HangReport(ranks, lagging, why, _groups(ranks), tables, others, flight)
 
 
 def write_report(run_dir: Path, report: HangReport, title: str) -> Path:
@@ -86,21 +90,16 @@ def write_report(run_dir: Path, report: HangReport, title: str) -> Path:
 
 def _groups(ranks: list[RankPlace]) -> list[str]:
     """"ranks 0-6 wait in all_reduce (...) in step 7219", one per (call, place), the largest group first."""
-    grouped: dict[tuple[str, str], list[int]] = {}
+    grouped: dict[tuple[str, str], list[RankPlace]] = {}
     for r in ranks:
-        grouped.setdefault((r.call.describe(), r.place), []).append(r.rank)
-    ordered = sorted(grouped.items(), key=lambda item: (-len(item[1]), item[1][0]))
-    return [_sentence(members, call, place) for (call, place), members in ordered]
+        grouped.setdefault((r.call.describe(), r.place), []).append(r)
+    ordered = sorted(grouped.values(), key=lambda members: (-len(members), members[0].rank))
+    return [f"{rank_list([m.rank for m in members])} {members[0].call.describe(one=len(members) == 1)}, "
+            f"{members[0].place}" for members in ordered]
 
 
-def _sentence(members: list[int], call: str, place: str) -> str:
-    if len(members) == 1:
-        verb, _, rest = call.partition(" ")
-        call = f"{_SINGULAR.get(verb, verb)} {rest}" if rest else call
-    return f"{rank_list(members)} {call}, {place}"
-
-
-def _lagging(ranks: list[RankPlace], tables: list[WatchdogTable]) -> tuple[list[int], str]:
+def _lagging(ranks: list[RankPlace], tables: list[WatchdogTable],
+             flight: FlightReport | None) -> tuple[list[int], str]:
     """Who the others wait for, from the strongest evidence: a rank behind in steps, a rank outside any
     collective while others wait in one, a rank the NCCL watchdog's lines show behind."""
     if not ranks and not tables:
@@ -118,6 +117,8 @@ def _lagging(ranks: list[RankPlace], tables: list[WatchdogTable]) -> tuple[list[
     if waiting and working:
         return working, (f"Lagging: {rank_list(working)}, not in a collective while {rank_list(waiting)} "
                          f"{'waits' if len(waiting) == 1 else 'wait'} in one.")
+    if flight is not None and flight.missing:
+        return flight.missing, f"Lagging: {rank_list(flight.missing)}, by the flight recorder (below)."
     named = sorted({k for t in tables for k in t.lagging})
     if named:
         return named, f"Lagging: {rank_list(named)}, by the NCCL watchdog's lines (below)."

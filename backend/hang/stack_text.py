@@ -19,6 +19,9 @@ COLLECTIVES = ("all_reduce", "broadcast", "barrier", "monitored_barrier", "all_g
                "gather", "scatter", "reduce", "send", "recv", "broadcast_object_list", "wait")
 
 
+_SINGULAR = {"wait": "waits", "are": "is"}
+
+
 @dataclass(frozen=True)
 class Frame:
     func: str
@@ -49,7 +52,14 @@ class Call:
     def waiting(self) -> bool:
         return self.kind in ("collective", "backward")
 
-    def describe(self) -> str:
+    def describe(self, one: bool = False) -> str:
+        """"wait in all_reduce (torch/distributed/distributed_c10d.py:2806)": the verb for several ranks, or for
+        `one`."""
+        text = self._describe()
+        verb, _, rest = text.partition(" ")
+        return f"{_SINGULAR[verb]} {rest}" if one and verb in _SINGULAR and rest else text
+
+    def _describe(self) -> str:
         at = f" ({_short(self.frame.file)}:{self.frame.line})" if self.frame else ""
         if self.kind == "collective":
             return f"wait in {self.name}{at}"
@@ -111,7 +121,7 @@ def call_of(text: str) -> Call:
         return Call("none", first[:200], None)
     for frame in thread.frames:
         path = frame.file.replace("\\", "/")
-        if "torch/distributed" in path and frame.func in COLLECTIVES:
+        if _is_collective(frame.func, path):
             return Call("collective", frame.func, frame)
         if frame.func == "backward" and ("torch/autograd" in path or path.endswith("torch/_tensor.py")):
             return Call("backward", "backward", frame)
@@ -120,6 +130,19 @@ def call_of(text: str) -> Call:
         if frame.func in ("save_file", "_save_checkpoint", "save_pretrained", "save_model") or "safetensors" in path:
             return Call("save", frame.func, frame)
     return Call("code", thread.frames[0].func, thread.frames[0])
+
+
+def _is_collective(func: str, path: str) -> bool:
+    """torch.distributed's collectives, and the wrappers that call them (DDP's buffer broadcast before each
+    forward, DeepSpeed's and accelerate's communication helpers)."""
+    if not any(place in path for place in ("torch/distributed", "torch/nn/parallel", "deepspeed/comm",
+                                           "accelerate/utils/operations")):
+        return False
+    return func in COLLECTIVES or any(word in func for word in _COLLECTIVE_WORDS)
+
+
+_COLLECTIVE_WORDS = ("broadcast", "all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "barrier",
+                     "all_to_all")
 
 
 def _short(path: str) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from backend.contract.flight_recorder import flight_recorder_env
 from backend.core.paths import PACKAGE_DIR
 from backend.hardware.machine import HardwareInfo, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config, uses_cpu
@@ -190,6 +191,8 @@ def launch_env(profile: LaunchProfile, run_dir: Path) -> dict[str, str]:
         env["WORKBENCH_LOSS_SCALE_GROWTH_INTERVAL"] = str(profile.precision.loss_scale_growth_interval)
     if profile.debug.inject_overflow_steps:
         env["WORKBENCH_INJECT_OVERFLOW_STEPS"] = ",".join(map(str, profile.debug.inject_overflow_steps))
+    if profile.distribution.world_size > 1 and profile.watch.flight_recorder:  # a value in [env] wins (#39)
+        env.update({k: v for k, v in flight_recorder_env(run_dir).items() if k not in profile.env})
     return env
 
 

@@ -37,6 +37,7 @@ from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, G
 from backend.contract.heartbeat import RankProgressWriter, heartbeat_path, register_stack_dump
 from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
 from backend.plugin.fault_hooks import FaultHooks
+from backend.plugin.flight_dump import start_dump_listener
 from backend.plugin.loss_scale import LossScale
 from backend.plugin.save_asks import SaveAsks, rank
 
@@ -69,6 +70,7 @@ class WorkbenchEventsCallback(TrainerCallback):
         self.faults = FaultHooks(profile)
         self._heartbeat_path = heartbeat_path(run_dir)
         self.progress = RankProgressWriter(run_dir, rank())  # which rank stopped moving, and where (#39)
+        self._flight_dumps = start_dump_listener(run_dir, rank())  # the flight recorder's dump when asked (#39)
         self._last_heartbeat = 0.0
         self.loss_scale = LossScale(trainer)
         self._tokens = 0

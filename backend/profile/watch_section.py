@@ -40,6 +40,9 @@ class WatchSection(_Section):
     throughput_window: int = Field(3, ge=1, description="... for this many log records in a row.")
     overfit_evals: int = Field(3, ge=1, description="Overfit: the eval loss rose at this many evaluations in a "
                                                     "row while the train loss fell (action stop: at the next checkpoint).")
+    flight_recorder: bool = Field(True, description="Several processes: PyTorch's flight recorder keeps each rank's last "
+                                                   "collectives, dumped into the run folder at an NCCL timeout or a "
+                                                   "hang alert (TORCH_FR_BUFFER_SIZE and friends; false: not set).")
     poll_seconds: float = Field(1.0, gt=0, le=60, description="How often the watchdog reads the events file.")
     stop_grace_seconds: float = Field(20.0, ge=0, description="A `stop` action: seconds between SIGINT, SIGTERM and SIGKILL.")
     actions: dict[ActionableKind, Literal["alert", "stop", "off"]] = Field(
