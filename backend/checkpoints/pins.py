@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 from backend.core.fs import file_lock, write_text_atomic
-from backend.rundir.checkpoint_verdict import checkpoint_problem
 from backend.rundir.layout import RunFolder
 
 PINS_FILE = "pins.json"
@@ -64,7 +63,7 @@ def pin(run: RunFolder, step: int) -> str:
             if not folder.is_dir():
                 have = ", ".join(c.name.removeprefix("checkpoint-") for c in run.checkpoints()) or "none"
                 raise PinRefused(f"run {run.run_id} has no checkpoint-{step} (checkpoints: {have})")
-            problem = checkpoint_problem(folder)
+            problem = run.judge(folder).problem
             if problem:
                 raise PinRefused(f"cannot pin an incomplete checkpoint: {problem}")
             how = _link_tree(folder, copy)

@@ -224,7 +224,8 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     # pinned: in pins.json AND its copy is there (a copy deleted by hand protects nothing: not said pinned)
     copies = {step: copy for step in pins if (copy := pinned_dir(run) / f"checkpoint-{step}").is_dir()}
     steps = sorted(set(folders) | set(copies))
-    board.rows = [_row(step, folders.get(step), copies.get(step), step in copies) for step in steps]
+    world_size = run.world_size()
+    board.rows = [_row(step, folders.get(step), copies.get(step), step in copies, world_size) for step in steps]
     board.gone_steps = sorted(events.saved - set(steps))
     _align(board.rows, events)
     _choose_best(board)
@@ -233,12 +234,12 @@ def _scoreboard(run: RunFolder, metric: Metric) -> Scoreboard:
     return board
 
 
-def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool) -> Row:
+def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool, world_size: int | None) -> Row:
     name = f"checkpoint-{step}"
     candidates = [p for p in (folder, copy) if p is not None]
     for path in candidates:
         try:
-            problem, used = judged(path)
+            problem, used = judged(path, world_size)
         except FileNotFoundError:
             continue
         return Row(step, name, path, "complete" if problem is None else "incomplete", problem, used,

@@ -9,7 +9,7 @@ from backend.core.fs import tree_size
 from backend.core.tail import FileMark, mark
 from backend.rundir.checkpoint_verdict import CHECKPOINT_NAME, FolderListing, judge_checkpoint, list_folder
 
-_COMPLETE_CACHE: dict[str, tuple[tuple[FileMark, FileMark], int]] = {}
+_COMPLETE_CACHE: dict[tuple[str, int | None], tuple[tuple[FileMark, FileMark], int]] = {}
 _MAX_CACHED = 4096
 
 
@@ -21,8 +21,9 @@ def _listed(folder: Path) -> FolderListing:
         raise FileNotFoundError(folder) from err
 
 
-def judged(folder: Path) -> tuple[str | None, int]:
-    """(checkpoint_problem, size on disk) of a checkpoint folder. A complete one is remembered by its
+def judged(folder: Path, world_size: int | None) -> tuple[str | None, int]:
+    """(checkpoint_problem, size on disk) of a checkpoint folder, judged with the run's world size (the verdict
+    resume gives, RunFolder.judge). A complete one is remembered by its
     folder's and its trainer_state.json's stat (the trainer writes that file last and never touches a
     saved checkpoint again), so a redraw does not judge it again."""
     folder_mark, state_mark = mark(folder), mark(folder / "trainer_state.json")
@@ -30,7 +31,8 @@ def judged(folder: Path) -> tuple[str | None, int]:
         folder.stat()  # raise what the stat met: FileNotFoundError for a folder rotated away meanwhile
         raise FileNotFoundError(folder)  # it came back between the two looks: read it at the next redraw
     stamp = (folder_mark, state_mark) if state_mark is not None else None
-    cached = _COMPLETE_CACHE.get(str(folder))
+    key = (str(folder), world_size)
+    cached = _COMPLETE_CACHE.get(key)
     if stamp and cached is not None and cached[0] == stamp:
         return None, cached[1]
     try:
@@ -39,12 +41,12 @@ def judged(folder: Path) -> tuple[str | None, int]:
         raise
     except OSError as err:
         return f"{folder.name} cannot be read ({err.strerror or err})", 0
-    problem = judge_checkpoint(folder, listing=listing).problem
+    problem = judge_checkpoint(folder, world_size, listing=listing).problem
     used = sum(listing.files.values()) + sum(_subfolder_size(folder / name) for name in listing.folders)
     if problem is None and stamp:
         if len(_COMPLETE_CACHE) >= _MAX_CACHED:
             _COMPLETE_CACHE.clear()
-        _COMPLETE_CACHE[str(folder)] = (stamp, used)
+        _COMPLETE_CACHE[key] = (stamp, used)
     return problem, used
 
 

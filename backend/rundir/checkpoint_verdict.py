@@ -14,14 +14,21 @@ What ms-swift 4.6 really wrote for a CPU LoRA checkpoint of the tiny model (chec
 adapter_model.safetensors, adapter_config.json, additional_config.json, args.json, optimizer.pt,
 scheduler.pt, rng_state.pth, trainer_state.json, training_args.bin, README.md.
 
-An empty file counts as missing (a full disk leaves them so). Only this host's view of the folder is
-judged: a multi-node run whose ranks write to disks of their own is judged on each node.
+An empty file counts as missing (a full disk leaves them so). trainer_state.json must parse and its
+`global_step` be the folder's own step (a truncated one, or a folder of another run planted or copied here,
+is not this run's checkpoint-N), and no entry may be a symlink leading out of the folder (resume would read
+whatever it points at). Only this host's view of the folder is judged: a multi-node run whose ranks write
+to disks of their own is judged on each node.
+
+The one verdict: resume, the scoreboard, pins and merge all judge with the run's world size
+(RunFolder.judge).
 
 Stdlib only: the supervisor and the layout import this.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -39,30 +46,32 @@ CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 
 @dataclass(frozen=True)
 class CheckpointVerdict:
-    """One checkpoint folder judged: complete, or what it lacks (each a short phrase)."""
+    """One checkpoint folder judged: complete, or what it lacks and what is wrong in it (each a short phrase)."""
 
     path: Path
     step: int | None
     missing: tuple[str, ...] = ()
+    wrong: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
-        return not self.missing
+        return not self.missing and not self.wrong
 
     @property
     def problem(self) -> str | None:
         """'checkpoint-8 lacks optimizer.pt (optimizer state)', or None when complete."""
-        if not self.missing:
-            return None
-        return f"{self.path.name} lacks {', '.join(self.missing)}"
+        said = ([f"lacks {', '.join(self.missing)}"] if self.missing else []) + list(self.wrong)
+        return f"{self.path.name} {'; '.join(said)}" if said else None
 
 
 @dataclass(frozen=True)
 class FolderListing:
-    """One look at a checkpoint folder: its files with their sizes (links followed) and its subfolders."""
+    """One look at a checkpoint folder: its files with their sizes (links inside it followed), its subfolders,
+    and its entries that are symlinks leading out of it (neither counted as files nor as folders)."""
 
     files: dict[str, int]
     folders: tuple[str, ...]
+    outside: tuple[str, ...] = ()
 
     def non_empty(self, name: str) -> bool:
         return self.files.get(name, 0) > 0
@@ -73,16 +82,23 @@ def list_folder(folder: Path) -> FolderListing:
     (an entry deleted meanwhile is left out)."""
     files: dict[str, int] = {}
     folders: list[str] = []
+    outside: list[str] = []
+    real: str | None = None
     with os.scandir(folder) as entries:
         for entry in entries:
             try:
+                if entry.is_symlink():
+                    real = real or os.path.realpath(folder)
+                    if os.path.commonpath([real, os.path.realpath(entry.path)]) != real:
+                        outside.append(entry.name)
+                        continue
                 if entry.is_dir():
                     folders.append(entry.name)
                 elif entry.is_file():
                     files[entry.name] = entry.stat().st_size
-            except OSError:
+            except (OSError, ValueError):
                 continue
-    return FolderListing(files, tuple(folders))
+    return FolderListing(files, tuple(folders), tuple(sorted(outside)))
 
 
 def judge_checkpoint(folder: Path, world_size: int | None = None,
@@ -112,9 +128,37 @@ def judge_checkpoint(folder: Path, world_size: int | None = None,
     if not deepspeed and not listing.non_empty(SCHEDULER_FILE):
         missing.append("scheduler.pt (learning-rate schedule)")
     missing.extend(_rng_missing(listing, world_size))
+    wrong = [f"{name} is a symlink leading out of the folder" for name in listing.outside]
     if not listing.non_empty(TRAINER_STATE):
         missing.append("trainer_state.json (written last: cut off while being saved)")
-    return CheckpointVerdict(folder, step, tuple(missing))
+    else:
+        wrong.extend(_trainer_state_wrong(folder / TRAINER_STATE, step))
+    return CheckpointVerdict(folder, step, tuple(missing), tuple(wrong))
+
+
+MAX_TRAINER_STATE_BYTES = 256 * 2**20  # its log_history grows with the run; far above any real one
+
+
+def _trainer_state_wrong(path: Path, step: int | None) -> list[str]:
+    """What is wrong with trainer_state.json: it does not parse (cut off), or its global_step is not the folder's."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_TRAINER_STATE_BYTES + 1)
+    except OSError as err:
+        return [f"its trainer_state.json cannot be read ({err.strerror or err})"]
+    if len(raw) > MAX_TRAINER_STATE_BYTES:
+        return [f"its trainer_state.json is over {MAX_TRAINER_STATE_BYTES // 2**20} MiB (not the trainer's)"]
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return ["its trainer_state.json does not parse (cut off while being saved)"]
+    global_step = data.get("global_step") if isinstance(data, dict) else None
+    if not isinstance(global_step, int) or isinstance(global_step, bool):
+        return ["its trainer_state.json has no global_step"]
+    if step is not None and global_step != step:
+        return [f"its trainer_state.json says step {global_step}, not {step} (a checkpoint of another run, or "
+                "moved here)"]
+    return []
 
 
 def _rng_missing(listing: FolderListing, world_size: int | None) -> list[str]:

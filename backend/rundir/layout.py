@@ -345,6 +345,11 @@ class RunFolder(StateFolder[RunState]):
         world = read_world(self.world_path)
         return world.world_size if world is not None else None
 
+    def judge(self, folder: Path) -> CheckpointVerdict:
+        """One checkpoint folder of this run judged with the run's world size: the verdict resume, the
+        scoreboard, pins and merge share."""
+        return judge_checkpoint(folder, self.world_size())
+
     def checkpoint_verdicts(self) -> list[CheckpointVerdict]:
         """Every checkpoint judged (backend.rundir.checkpoint_verdict), by step."""
         world_size = self.world_size()

@@ -25,8 +25,14 @@ def workspace(isolated_runs: Path) -> Path:
 
 
 def _copy_real(short_lora_run: RunFolder, run: RunFolder, step: int) -> Path:
-    target = run.path / "output" / f"checkpoint-{step}"
-    shutil.copytree(short_lora_run.checkpoints()[-1], target)
+    return _copy_as(short_lora_run.checkpoints()[-1], run.path / "output" / f"checkpoint-{step}")
+
+
+def _copy_as(real: Path, target: Path) -> Path:
+    """A copy of a real checkpoint as the one of another step: its trainer_state.json says that step (#34)."""
+    shutil.copytree(real, target)
+    state = json.loads((target / "trainer_state.json").read_text())
+    (target / "trainer_state.json").write_text(json.dumps({**state, "global_step": int(target.name.split("-")[1])}))
     return target
 
 
@@ -35,8 +41,7 @@ def test_a_real_checkpoint_is_complete_and_one_without_optimizer_is_named(short_
     real = short_lora_run.checkpoints()[-1]
     assert real.name == "checkpoint-4"
     assert judge_checkpoint(real).missing == ()
-    cut = tmp_path / "checkpoint-8"
-    shutil.copytree(real, cut)
+    cut = _copy_as(real, tmp_path / "checkpoint-8")
     (cut / "optimizer.pt").unlink()
     (cut / "scheduler.pt").write_bytes(b"")  # a full disk leaves an empty file
     assert judge_checkpoint(cut).problem == ("checkpoint-8 lacks optimizer.pt (optimizer state), scheduler.pt "
@@ -48,8 +53,7 @@ def test_a_real_checkpoint_is_complete_and_one_without_optimizer_is_named(short_
 
 
 def test_the_rng_state_of_every_rank_is_needed(short_lora_run: RunFolder, tmp_path: Path) -> None:
-    two = tmp_path / "checkpoint-6"
-    shutil.copytree(short_lora_run.checkpoints()[-1], two)
+    two = _copy_as(short_lora_run.checkpoints()[-1], tmp_path / "checkpoint-6")
     (two / "rng_state.pth").rename(two / "rng_state_0.pth")
     assert judge_checkpoint(two, world_size=2).problem == "checkpoint-6 lacks rng_state_1.pth (RNG state of rank 1 of 2)"
     shutil.copy(two / "rng_state_0.pth", two / "rng_state_1.pth")

@@ -14,7 +14,8 @@ from backend.rundir.layout import RunFolder
 from tests.tui.run_fixtures import open_monitor, wait_for
 from tui.widgets.scoreboard import ScoreboardPanel
 
-WEIGHTS_BYTES = 10_240  # + five 2-byte files and args.json (68 bytes): 10,318 bytes = "10.1 KiB"
+WEIGHTS_BYTES = 10_240  # + four 2-byte files, args.json (68 bytes), trainer_state.json ({"global_step": N}, 18 bytes
+# for a one-digit step): 10,334 bytes = "10.1 KiB"
 
 
 def fake_checkpoint(run: RunFolder, step: int, complete: bool = True, weights: int = WEIGHTS_BYTES) -> Path:
@@ -26,7 +27,7 @@ def fake_checkpoint(run: RunFolder, step: int, complete: bool = True, weights: i
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):  # what a resume reads back (2 bytes each)
         (folder / name).write_bytes(b"\0\0")
     if complete:
-        (folder / "trainer_state.json").write_text("{}")
+        (folder / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
     return folder
 
 

@@ -46,9 +46,9 @@ def test_json(tmp_path: Path) -> None:
     assert (data["metric"], data["basis"], data["best_step"]) == ("loss", "eval", 4)
     assert data["best_reason"] == "checkpoint-4: lowest eval loss 1.5"
     assert [(r["step"], r["train_loss"], r["eval_value"], r["size_bytes"], r["status"], r["pinned"], r["best"])
-            for r in data["rows"]] == [(2, 3.0, 2.5, 10_318, "complete", False, False),
-                                       (4, 1.0, 1.5, 10_318, "complete", False, True),
-                                       (6, 0.25, 1.75, 10_318, "complete", False, False)]
+            for r in data["rows"]] == [(2, 3.0, 2.5, 10_334, "complete", False, False),
+                                       (4, 1.0, 1.5, 10_334, "complete", False, True),
+                                       (6, 0.25, 1.75, 10_334, "complete", False, False)]
     pinned = RUNNER.invoke(full_app(), ["checkpoints", str(run.path), "--json", "--pin", "6"])
     assert pinned.exit_code == 0 and pinned.stderr.startswith("pinned checkpoint-6: ")  # stdout stays JSON
     assert [r["pinned"] for r in json.loads(pinned.stdout)["rows"]] == [False, False, True]

@@ -27,7 +27,7 @@ def test_eval_at_each_save_best_is_lowest_eval_loss(tmp_path: Path) -> None:
     assert board.best is not None and board.best.step == 4
     assert board.basis == "eval"
     assert board.reason(board.best) == "checkpoint-4: lowest eval loss 1.5"
-    assert board.rows[0].size_bytes == 10_318 and board.rows[0].size_text() == "10.1 KiB"
+    assert board.rows[0].size_bytes == 10_334 and board.rows[0].size_text() == "10.1 KiB"
 
 
 def test_eval_nearest_before_the_save_and_never_one_of_an_earlier_checkpoint(tmp_path: Path) -> None:
