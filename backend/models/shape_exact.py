@@ -70,8 +70,21 @@ def ask_answer(config: dict[str, Any], targets: Iterable[str] = DEFAULT_TARGETS,
                cancelled=cancelled)
 
 
+class ConfigRefused(ConfigError):
+    """transformers refuses the model's config (its config class raised, or the model it builds cannot run):
+    nothing is sized from it. `words`: what transformers said."""
+
+    def __init__(self, source: str, words: str, version: str | None) -> None:
+        self.words = words
+        super().__init__(f"{source}: transformers{f' {version}' if version else ''} refuses this model's config, "
+                         f"so nothing is sized from it: {words}")
+
+
 def shape_from(config: dict[str, Any], answer: dict[str, Any] | None, source: str = "config.json") -> ModelShape:
-    """The exact shape when transformers answered, else the formula shape labelled 'estimated'."""
+    """The exact shape when transformers answered, else the formula shape labelled 'estimated'; ConfigRefused
+    when transformers refused the config."""
+    if answer and answer.get("refused"):
+        raise ConfigRefused(source, str(answer["refused"]), answer.get("transformers"))
     reason = answer.get("reason") if answer else None
     if answer and answer.get("known"):
         try:

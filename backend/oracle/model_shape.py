@@ -54,9 +54,10 @@ def _answer_one(config_dict: dict[str, Any], loras: list[dict[str, Any]],
     import torch
     import transformers
 
-    config, why = _config(config_dict, transformers)
+    config, why, refused = _config(config_dict, transformers)
     if config is None:
-        return {"known": False, "reason": why, "transformers": transformers.__version__}
+        return {"known": False, "reason": why, "transformers": transformers.__version__,
+                **({"refused": why} if refused else {})}
     model_class, why = _model_class(config, config_dict, transformers)
     if model_class is None:
         return {"known": False, "reason": why, "transformers": transformers.__version__}
@@ -66,6 +67,9 @@ def _answer_one(config_dict: dict[str, Any], loras: list[dict[str, Any]],
     except Exception as err:  # a config transformers cannot build: data, the parent falls back
         return {"known": False, "transformers": transformers.__version__,
                 "reason": f"transformers {transformers.__version__} cannot build {model_class.__name__}: {err}"}
+    refusal = _refusal(config, model, torch)
+    if refusal:
+        return {"known": False, "reason": refusal, "refused": refusal, "transformers": transformers.__version__}
     result = describe(model, config)
     result.update(known=True, transformers=transformers.__version__, model_class=model_class.__name__,
                   config_class=type(config).__name__)
@@ -81,21 +85,72 @@ def _answer_one(config_dict: dict[str, Any], loras: list[dict[str, Any]],
 # ---------------------------------------------------------------- config and class
 
 
-def _config(config_dict: dict[str, Any], transformers: Any) -> tuple[Any, str]:
+def _config(config_dict: dict[str, Any], transformers: Any) -> tuple[Any, str, bool]:
+    """(the config object, why not, whether transformers refused it: its class raised on these values)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type = config_dict.get("model_type")
     if not model_type:
-        return None, "config.json has no model_type"
+        return None, "config.json has no model_type", False
     if model_type not in CONFIG_MAPPING:
         remote = " (the model ships its own code, which the workbench does not run)" if config_dict.get(
             "auto_map") else ""
-        return None, f"transformers {transformers.__version__} does not know model_type {model_type!r}{remote}"
+        return None, f"transformers {transformers.__version__} does not know model_type {model_type!r}{remote}", False
     clean = {k: v for k, v in config_dict.items() if k not in ("auto_map", "_name_or_path")}
     try:
-        return CONFIG_MAPPING[model_type].from_dict(clean), ""
+        return CONFIG_MAPPING[model_type].from_dict(clean), "", False
     except Exception as err:  # a config the class rejects: data, not a crash
-        return None, f"transformers' {CONFIG_MAPPING[model_type].__name__} rejects this config.json: {err}"
+        words = " ".join(str(err).split())
+        return None, f"{CONFIG_MAPPING[model_type].__name__} raises {type(err).__name__}: {words}", True
+
+
+# sizes a decoder cannot have at zero (or below): the built config's own values
+_POSITIVE = ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size",
+             "max_position_embeddings")
+
+
+def _refusal(config: Any, model: Any, torch: Any) -> str | None:
+    """Why a config transformers built cannot train, in transformers' words where it has them: a size that
+    is not positive, hidden_size not a multiple of the heads (LlamaConfig's own check, asked of any config
+    that leaves head_dim to it), query heads not a multiple of the key/value heads (what the model's own
+    forward raises on it, on the meta device)."""
+    text = _text_config(config)
+    sizes = {name: _first_attr(text, keys) for name, keys in _SIZE_KEYS.items()}
+    for name in _POSITIVE:
+        value = sizes.get(name)
+        if value is not None and value < 1:
+            key = next((k for k in _SIZE_KEYS[name] if getattr(text, k, None) == value), name)
+            return (f"{key} = {value}: {type(config).__name__} accepts it, but a model needs at least 1 "
+                    f"({_WHAT.get(name, name)})")
+    hidden, heads, kv_heads = sizes.get("hidden_size"), sizes.get("num_heads"), sizes.get("num_kv_heads")
+    derived = sizes.get("head_dim") in (None, (hidden or 0) // (heads or 1))  # a head_dim of its own is no error
+    if hidden and heads and hidden % heads and derived:
+        from transformers import LlamaConfig
+
+        try:
+            LlamaConfig.validate_architecture(text)
+        except ValueError as err:
+            return f"{' '.join(str(err).split())} (transformers' check of LlamaConfig; " \
+                   f"{type(config).__name__} would give each head {hidden // heads} of its {hidden} dimensions)"
+    if heads and kv_heads and heads % kv_heads:
+        said = f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})"
+        raised = _forward_refusal(model, torch)
+        return f"{said}: {raised}" if raised else said
+    return None
+
+
+_WHAT = {"max_position_embeddings": "the longest sequence the model takes, in tokens",
+         "vocab_size": "tokens in the vocabulary", "hidden_size": "the width of every layer"}
+
+
+def _forward_refusal(model: Any, torch: Any) -> str | None:
+    """What the model's own forward raises on 4 tokens, on the meta device (no memory, no compute)."""
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.zeros(1, 4, dtype=torch.long, device="meta"))
+    except Exception as err:  # transformers' words on this config: data for the parent
+        return f"{type(model).__name__}'s forward raises {type(err).__name__}: {' '.join(str(err).split())}"
+    return None
 
 
 def _model_class(config: Any, config_dict: dict[str, Any], transformers: Any) -> tuple[Any, str]:

@@ -15,6 +15,7 @@ from backend.launch.validate.core import PATH_RULES, RULES, PathRule, Problem, R
 from backend.launch.validate.distribution import experts_untouched, host_memory
 from backend.launch.validate.hub import hub_downloads
 from backend.launch.validate.inputs import dataset_files, names_libraries_know, paths_exist
+from backend.launch.validate.model_config import config_refused
 from backend.launch.validate.swift_build import swift_builds
 from backend.profile import LaunchProfile
 
@@ -33,6 +34,8 @@ def validate(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | No
     problems += list(host_memory(profile, hardware, base_dir))
     problems += list(experts_untouched(profile, base_dir))
     problems += list(names_libraries_know(profile, base_dir, ask=ask_data))
+    if not any(p.severity == "error" and p.field.startswith("model") for p in problems):
+        problems += list(config_refused(profile, base_dir, ask=ask_data, progress=progress))
     if not any(p.severity == "error" and p.field.startswith(("model", "extra_swift_args")) for p in problems):
         problems += list(swift_builds(profile, hardware, base_dir, ask=ask_data, progress=progress))
     hostile = list(dataset_files(profile, base_dir, read=ask_data))
