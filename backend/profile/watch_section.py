@@ -15,9 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ALERT_KINDS = ("finished", "stopped", "failed", "hang", "nonfinite", "divergence", "loss_scale",
-               "gpu_memory", "host_memory", "disk", "throughput", "overfit", "watchdog")
+               "gpu_memory", "host_memory", "disk", "throughput", "overfit", "resume_drift", "watchdog")
 ActionableKind = Literal["hang", "nonfinite", "divergence", "loss_scale", "gpu_memory", "host_memory", "disk",
-                         "throughput", "overfit"]
+                         "throughput", "overfit", "resume_drift"]
 
 
 class _Section(BaseModel):
@@ -40,6 +40,10 @@ class WatchSection(_Section):
     throughput_window: int = Field(3, ge=1, description="... for this many log records in a row.")
     overfit_evals: int = Field(3, ge=1, description="Overfit: the eval loss rose at this many evaluations in a "
                                                     "row while the train loss fell (action stop: at the next checkpoint).")
+    resume_logs: int = Field(5, ge=1, description="After a resume: compare this many logged steps with the tail "
+                                                   "before the stop (loss band, learning rate, data position) ...")
+    resume_loss_factor: float = Field(1.5, gt=1, description="... and alert when their loss passes this many times "
+                                                             "the top of the band before the stop.")
     flight_recorder: bool = Field(True, description="Several processes: PyTorch's flight recorder keeps each rank's last "
                                                    "collectives, dumped into the run folder at an NCCL timeout or a "
                                                    "hang alert (TORCH_FR_BUFFER_SIZE and friends; false: not set).")

@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from backend.contract.alerts import Alert, append_alert, final_kind
-from backend.contract.events import Checkpoint, Event, EventReader, RunBegin
+from backend.contract.events import Checkpoint, Event, EventReader, Log, RunBegin, decode_lines
 from backend.contract.heartbeat import heartbeat_path
 from backend.core.fs import write_text_atomic
 from backend.core.process_identity import run_processes
@@ -39,6 +39,7 @@ from backend.watch.detectors import event_detectors
 from backend.watch.finding import Finding
 from backend.watch.machine_detectors import DiskDetector, GpuMemoryDetector, HostMemoryDetector
 from backend.watch.progress_detectors import HangDetector
+from backend.watch.resume_detectors import ResumeDetector
 from backend.watch.stacks import dump_stacks
 
 SAMPLE_SECONDS = 10.0  # disk, host RAM and GPUs (a checkpoint triggers a disk reading at once)
@@ -52,6 +53,10 @@ class Watchdog:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.reader = EventReader(run.events_path, offset=_size(run.events_path))
         self.detectors = event_detectors(config)
+        # a resume proves it carried on (#39): the tail of the earlier attempts, judged against the first steps
+        self.resume = ResumeDetector(_logs_before(run.events_path, self.reader.offset), config.resume_logs,
+                                     config.resume_loss_factor)
+        self.detectors.append(self.resume)
         self.hang = HangDetector(config.hang_factor, config.hang_min_seconds)
         self.disk = DiskDetector(config.disk_margin)
         self.host = HostMemoryDetector(config.host_memory_min_fraction)
@@ -128,6 +133,9 @@ class Watchdog:
                 self.stop_run(self.stop_at_checkpoint)
             for detector in self.detectors:
                 raised += [self.raise_alert(f) for f in detector.on_event(event)]
+        if self.resume.clean:  # a clean resume is said once, in the run's log
+            _say_in_log(self.run, self.resume.clean)
+            self.resume.clean = None
         if ticks:
             raised += [self.raise_alert(f) for f in self._hang(now)]
             if checkpointed or now >= self._next_sample:
@@ -319,6 +327,29 @@ def _say_watchdog_off(run: RunFolder, error: Exception) -> None:
         append_alert(run.path, Alert(kind="watchdog", message=message, run_id=run.run_id))
     except OSError:
         pass
+
+
+def _logs_before(path: Path, offset: int, window: int = 1 << 20) -> list[Log]:
+    """Rank 0's log records of the earlier attempts: the last `window` bytes before `offset`, whole lines."""
+    try:
+        with open(path, "rb") as handle:
+            start = max(0, offset - window)
+            handle.seek(start)
+            data = handle.read(offset - start)
+    except OSError:
+        return []
+    if start > 0:
+        data = data[data.find(b"\n") + 1:]
+    return [e for e in decode_lines(data).events if isinstance(e, Log) and e.rank == 0]
+
+
+def _say_in_log(run: RunFolder, text: str) -> None:
+    """One line in the run's output.log (appended whole, like the trainer's lines), for `workbench logs`."""
+    try:
+        with open(run.log_path, "a", encoding="utf-8") as log:
+            log.write(f"[workbench] {text}\n")
+    except OSError:
+        append_watch_log(run.path, text)
 
 
 def _size(path: Path) -> int:
