@@ -4,12 +4,48 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from backend.rundir.layout import RunFolder
+from tests.shared_runs import SharedRun, shared_run
+from tests.timing import FACTOR_ENV, limit_text, scaled, time_factor
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Fix the session's wall-clock factor before the xdist workers start (they inherit it)."""
+    time_factor()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"wall-clock limits x {time_factor():g} ({FACTOR_ENV}; tests/timing.py)"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pilot_waits_scaled() -> None:
+    """Textual's pilot waits up to 30 s for a screen to take its pending messages (press, click): scaled
+    like every other limit, and saying how long it waited when it runs out."""
+    from textual.pilot import Pilot, WaitForScreenTimeout
+
+    original = Pilot._wait_for_screen
+    if getattr(original, "scaled", False):
+        return
+
+    async def wait_for_screen(self: Pilot, timeout: float = 30.0) -> bool:  # type: ignore[type-arg]
+        try:
+            return await original(self, timeout=scaled(timeout))
+        except WaitForScreenTimeout as err:
+            raise WaitForScreenTimeout(f"waited {limit_text(timeout)} for the screen's widgets to take their "
+                                       f"pending messages: {err}") from err
+
+    wait_for_screen.scaled = True  # type: ignore[attr-defined]
+    Pilot._wait_for_screen = wait_for_screen  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,15 +80,41 @@ def tiny_model(workbench_home: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def short_lora_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def short_lora_run(tiny_model: Path) -> RunFolder:
     """Four LoRA steps of the quickstart profile with 10 % of its rows held out as swift's validation
-    split: a real checkpoint (checkpoint-4), its base model and swift's val_dataset.jsonl. Shared by
-    the chat screen and batch-inference tests (one swift start-up instead of two); they only read it
-    and add jobs of their own kind."""
+    split: a real checkpoint (checkpoint-4), its base model and swift's val_dataset.jsonl. Trained once per
+    session (tests/shared_runs.py): a test that writes into it (a job, a merge) uses `private_copy`."""
     from tests.jobs.jobs_helpers import train_quickstart
 
-    return train_quickstart(tmp_path_factory.mktemp("short-lora-run"), data={"split_dataset_ratio": 0.1},
-                            training={"max_steps": 4, "save_steps": 4})
+    def train(workspace: Path) -> tuple[RunFolder, str]:
+        return train_quickstart(workspace, data={"split_dataset_ratio": 0.1},
+                                training={"max_steps": 4, "save_steps": 4}), ""
+
+    return shared_run("short-lora", train).run
+
+
+@pytest.fixture(scope="session")
+def quickstart_cli_run(tiny_model: Path) -> SharedRun:
+    """`workbench run quickstart` in a terminal-less child, to its end: the shipped profile's 318 LoRA
+    steps at lr 3e-3 teach the tiny model its name (Quill); loss ends near 0.2; checkpoints 200, 300 and
+    318 are kept. Trained once per session (tests/shared_runs.py); `output` is what the CLI printed."""
+    return shared_run("quickstart", _run_quickstart_cli)
+
+
+@pytest.fixture(scope="session")
+def quill_run(quickstart_cli_run: SharedRun) -> RunFolder:
+    """The finished quickstart of `quickstart_cli_run`; a test that writes into it uses `private_copy`."""
+    return quickstart_cli_run.run
+
+
+def _run_quickstart_cli(workspace: Path) -> tuple[RunFolder, str]:
+    env = {**os.environ, "WORKBENCH_WORKSPACE": str(workspace), "WORKBENCH_DATA_DIR": str(workspace / ".data")}
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "run", "quickstart"], capture_output=True,
+                          text=True, timeout=scaled(900), cwd=REPO, env=env, stdin=subprocess.DEVNULL)
+    folders = [f for f in workspace.iterdir() if f.is_dir() and RunFolder(f).exists()]
+    assert done.returncode == 0 and len(folders) == 1, \
+        f"workbench run quickstart: exit {done.returncode}, run folders {folders}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return RunFolder(folders[0]), done.stdout
 
 
 @pytest.fixture

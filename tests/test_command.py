@@ -18,6 +18,7 @@ from backend.hardware.machine import HardwareInfo
 from backend.launch.command import build_launch
 from backend.profile import LaunchProfile, load_profile
 from tests.fakes import CPU_BOX, gpu_box
+from tests.timing import scaled
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 CPU_PROFILES = {"quickstart", "cpu-ddp-2proc", "cpu-fp16-loss-scale"}
@@ -129,6 +130,6 @@ def test_show_prints_a_line_that_trains(tmp_path: Path, tiny_model: Path) -> Non
     line = shown.stdout.strip().splitlines()[-1]
     assert line.startswith("PYTHONUNBUFFERED=1 ") and "swift.cli.sft" in line
     assert yaml.safe_load((run_dir / "accelerate_config.yaml").read_text())["use_cpu"] is True
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, capture_output=True, timeout=scaled(600))
     checkpoints = sorted((run_dir / "output").glob("checkpoint-*"))
     assert checkpoints and (checkpoints[-1] / "adapter_model.safetensors").is_file()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -16,7 +18,7 @@ def test_show_on_an_unwritable_data_dir_is_one_line(tmp_path: Path) -> None:
     blocked = tmp_path / "data"
     blocked.write_text("not a folder")
     result = subprocess.run([sys.executable, "-m", "backend.cli", "show", "quickstart"], capture_output=True,
-                            text=True, timeout=300, check=False, cwd=REPO, env={**os.environ, "WORKBENCH_DATA_DIR": str(blocked),
+                            text=True, timeout=scaled(300), check=False, cwd=REPO, env={**os.environ, "WORKBENCH_DATA_DIR": str(blocked),
                                                                    "WORKBENCH_WORKSPACE": str(blocked / "runs")})
     assert result.returncode == 1
     assert result.stdout == ""

@@ -29,6 +29,7 @@ from backend.runs.status import last_log_event
 from backend.runs.verdict import read_evidence
 from backend.series import load_store
 from backend.watch.inbox import last_log
+from tests.timing import scaled
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "events"
@@ -99,7 +100,7 @@ def _status(tmp_path: Path, run: RunFolder) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORKBENCH_DATA_DIR": str(tmp_path / "data"), "WORKBENCH_WORKSPACE": str(tmp_path / "runs"),
            "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "backend.cli", "status", str(run.path)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO, env=env)
+                          text=True, timeout=scaled(120), cwd=REPO, env=env)
 
 
 def test_status_of_a_run_with_a_wrong_shaped_event_says_it_and_does_not_traceback(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
 FLOORS_CONTRACT = next(c for c in CONFIG["contracts"] if c["id"] == "floors")
@@ -154,6 +156,6 @@ def test_no_import_circle() -> None:
 def test_import_linter_contracts_are_kept() -> None:
     done = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
                            "sys.exit(lint_imports(no_cache=True, no_logo=True))"],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+                          capture_output=True, text=True, cwd=REPO, timeout=scaled(300))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Contracts: 3 kept, 0 broken." in done.stdout

@@ -23,6 +23,7 @@ from backend.importing.swift_flags import ImportError_, import_script
 from backend.launch.command import build_launch
 from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
 from tests.fakes import gpu_box
+from tests.timing import scaled
 
 # the workbench passes its own value for these (run folder, event plugin, logging): not compared
 MANAGED = {"output_dir", "external_plugins", "callbacks", "add_version", "check_model", "report_to", "logging_dir"}
@@ -265,16 +266,16 @@ def test_cli_exit_2_writes_nothing_and_lists_commands(tmp_path: Path, schema: Sw
     script.write_text("swift sft --model a --dataset d\nswift sft --model b --dataset d\n")
     out = tmp_path / "p.toml"
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script), "-o", str(out)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 2 and not out.exists()
     assert "[1] line 1: swift sft --model a --dataset d" in done.stderr
     assert "[2] line 2: swift sft --model b --dataset d" in done.stderr
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script), "-o", str(out),
-                           "--command", "2"], capture_output=True, text=True, timeout=120)
+                           "--command", "2"], capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     assert 'source = "b"' in out.read_text()
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", "-"], input="swift sft --model c "
-                          "--dataset d --use_liger_kernal true", capture_output=True, text=True, timeout=120)
+                          "--dataset d --use_liger_kernal true", capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 2 and "use_liger_kernel" in done.stderr and "nothing was written" in done.stderr
 
 

@@ -20,6 +20,7 @@ from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
 from backend.launch.validate import validate
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile
 from tests.fakes import CPU_BOX, gpu_box
+from tests.timing import scaled
 
 SHIPPED = sorted(p.stem for p in SHIPPED_PROFILES_DIR.glob("*.toml"))
 CPU_PROFILES = {"quickstart", "cpu-ddp-2proc", "cpu-fp16-loss-scale"}
@@ -119,14 +120,14 @@ def test_validate_cli_names_the_profile_key(tmp_path: Path, schema: SwiftSchema)
     path = tmp_path / "p.toml"
     path.write_text('name = "p"\n[extra_swift_args]\nseed = 7\nuse_liger_kernal = true\n')
     done = subprocess.run([sys.executable, "-m", "backend.cli", "validate", str(path)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=scaled(120))
     assert done.returncode == 1
     assert "training.seed" in done.stdout and "use_liger_kernel" in done.stdout
 
 
 def test_schema_swift_lists_managed_and_free(schema: SwiftSchema) -> None:
     done = subprocess.run([sys.executable, "-m", "backend.cli", "schema", "--swift"], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == len(schema.fields("sft")) + 1
@@ -190,13 +191,13 @@ def test_every_shipped_profile_is_accepted_by_swifts_parser(tmp_path: Path) -> N
 
 def test_show_json_and_explain(tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-m", "backend.cli", "show", "quickstart", "--json", "--run-dir",
-                            str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
+                            str(tmp_path)], capture_output=True, text=True, timeout=scaled(120), check=True)
     data = json.loads(shown.stdout)
     assert set(data) == {"argv", "env", "accelerate_config", "launcher"}
     assert data["launcher"] == "accelerate" and data["accelerate_config"]["use_cpu"] is True
     assert "--learning_rate" in data["argv"] and "--seed" not in data["argv"]  # quickstart sets no seed
     explained = subprocess.run([sys.executable, "-m", "backend.cli", "show", "quickstart", "--explain", "--run-dir",
-                                str(tmp_path)], capture_output=True, text=True, timeout=120, check=True).stdout
+                                str(tmp_path)], capture_output=True, text=True, timeout=scaled(120), check=True).stdout
     assert "--learning_rate 0.003  <- training.learning_rate" in explained
     assert "--add_version false  <- forced: otherwise swift writes into a v0-<timestamp> subfolder" in explained
     assert "--use_cpu true  <- forced: CPU run" in explained

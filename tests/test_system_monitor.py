@@ -19,6 +19,7 @@ from backend.hardware.machine import query_hardware
 from backend.hardware.monitor import SystemMonitor, SystemSample
 from backend.watch.probes import GpuReader
 from tests.nvitop_fake import READINGS, fake_nvitop
+from tests.timing import scaled
 
 # a parent that starts a child and both hold some memory, like a launcher and its worker
 CHILD = "import time; b = b'x' * (40 << 20); print('ready', flush=True); time.sleep(60)"
@@ -108,7 +109,7 @@ def test_run_loop_reports_until_stopped_and_survives_a_failed_callback() -> None
     while len(samples) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
-    thread.join(timeout=5)
+    thread.join(timeout=scaled(5))
     assert not thread.is_alive()
     assert len(samples) >= 3 and [str(e) for e in errors] == ["a consumer failed once"]
     assert samples[-1].time >= samples[0].time
@@ -165,7 +166,7 @@ def test_no_nvml_is_one_line_of_ours_and_nothing_on_stderr() -> None:
     """nvitop logs a coloured banner when NVML is missing; over a TUI that would be garbage on the screen."""
     code = "from backend.hardware.machine import query_hardware; print(query_hardware().describe())"
     env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_FAKE_NO_GPU"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=scaled(60),
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.startswith("no NVIDIA GPU (NVML unavailable: ") or "GPU(s) [" in done.stdout

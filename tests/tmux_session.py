@@ -15,6 +15,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.timing import limit_text, scaled, wait_until
+
 REPO = Path(__file__).resolve().parents[1]
 WORKBENCH = Path(sys.executable).parent / "workbench"
 
@@ -44,15 +46,15 @@ class Tmux:
 
     def wait_for(self, session: str, pattern: str, timeout: float = 90) -> re.Match[str]:
         """The first match of `pattern` (a regex) on the screen; frames may be captured half drawn."""
-        deadline = time.monotonic() + timeout
         screen = ""
-        while time.monotonic() < deadline:
+
+        def found() -> re.Match[str] | None:
+            nonlocal screen
             screen = self.screen(session)
-            found = re.search(pattern, screen)
-            if found:
-                return found
-            time.sleep(0.3)
-        raise AssertionError(f"{pattern!r} never showed in tmux session {session}:\n{screen}")
+            return re.search(pattern, screen)
+
+        return wait_until(found, timeout, f"{pattern!r} in tmux session {session}", interval=0.3,
+                          detail=lambda: f"the screen was:\n{screen}")
 
     def hang_up(self) -> None:
         """Kill the tmux server: every terminal of it hangs up, as when the SSH link drops."""
@@ -73,8 +75,8 @@ def session_processes(sid: int) -> list[psutil.Process]:
 
 def wait_until_gone(sid: int, timeout: float = 20) -> None:
     """Every process of the terminal session `sid` has ended."""
-    deadline = time.monotonic() + timeout
-    while session_processes(sid) and time.monotonic() < deadline:
+    limit, start = scaled(timeout), time.monotonic()
+    while session_processes(sid) and time.monotonic() - start < limit:
         time.sleep(0.2)
     left = [" ".join(p.cmdline()) for p in session_processes(sid)]
-    assert not left, f"still running after the hang-up: {left}"
+    assert not left, f"still running {time.monotonic() - start:.0f} s (limit {limit_text(timeout)}) after the hang-up: {left}"

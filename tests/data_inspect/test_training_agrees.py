@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from backend.data.swift_view import DataRequest, ask_report
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,7 @@ def test_twenty_steps_as_forecast(tiny_model: Path, tmp_path: Path) -> None:
             "--max_length", "128", "--output_dir", str(out), "--add_version", "false", "--check_model", "false",
             "--report_to", "none", "--dataloader_num_workers", "0", "--use_cpu", "true", "--save_strategy", "no",
             "--logging_steps", "5", "--split_dataset_ratio", "0", "--dataset_num_proc", "1"]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=scaled(600),
                           env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in (out / "logging.jsonl").read_text().splitlines()]

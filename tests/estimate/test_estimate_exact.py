@@ -32,6 +32,7 @@ from backend.estimate import EstimateRequest, ModelShape, estimate
 from backend.models.shape_exact import LIBRARIES, QUESTION, cached_shape, exact_shape, shape_from
 from backend.models.shape_formula import shape_from_config
 from backend.oracle import ask
+from tests.timing import scaled
 
 HAND = {
     "gemma2_2b": 2_614_341_888,
@@ -58,7 +59,7 @@ def answers() -> dict[str, dict[str, Any]]:
     """Every fixture asked in one child process (cached for the session's later asks)."""
     payload = {"configs": {name: _config(name) for name in HAND},
                "lora": [{"r": 8, "target_modules": "all-linear"}]}
-    return ask(QUESTION, payload, libraries=LIBRARIES, timeout=600)["answers"]
+    return ask(QUESTION, payload, libraries=LIBRARIES, timeout=scaled(600))["answers"]
 
 
 def exact(answers: dict[str, dict[str, Any]], name: str) -> ModelShape:

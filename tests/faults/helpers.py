@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from backend.cli import full_app
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.rundir.layout import RunFolder
+from tests import timing
 from tests.terminal_signals import default_terminal_signals
 
 runner = CliRunner()
@@ -85,10 +86,5 @@ def alive(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    """tests/timing.py wait_until, polled often (these waits are for quick process changes)."""
+    return timing.wait_until(condition, timeout, what, interval=0.05)

@@ -17,6 +17,7 @@ from backend.runs.resume import resume_run
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.faults import helpers as h
+from tests.timing import scaled
 
 
 def test_resume_of_a_finished_run_is_refused_and_its_checkpoints_stay(workspace: Path) -> None:
@@ -53,7 +54,7 @@ def test_two_resumes_at_once_start_one_supervisor(workspace: Path) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join(timeout=scaled(30))
     try:
         assert outcomes.count("resumed") == 1
         refused = next(o for o in outcomes if o != "resumed")

@@ -16,6 +16,7 @@ from backend.launch.command import FlagLikeValue, build_launch
 from backend.launch.validate import errors, validate
 from backend.profile import load_profile, save_profile
 from tests.fakes import CPU_BOX
+from tests.timing import scaled
 
 QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
 
@@ -74,7 +75,7 @@ def test_negative_numbers_and_a_dashed_system_prompt_stay_values(tmp_path: Path)
 def test_show_says_why_instead_of_printing_the_smuggled_line(tmp_path: Path) -> None:
     path = save_profile(_profile("tuner", "target_modules", ["all-linear", "--tuner_type=full"]), tmp_path / "p.toml")
     done = subprocess.run([sys.executable, "-m", "backend.cli", "show", str(path), "--run-dir", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "--tuner_type=full" not in done.stdout
     assert "error: [tuner.target_modules] value '--tuner_type=full' begins with '-'" in done.stderr

@@ -21,6 +21,7 @@ from backend.data.first_look import inspect_ref
 from backend.launch.validate import validate
 from backend.profile import load_profile
 from tests.fakes import CPU_BOX
+from tests.timing import scaled
 
 LONG = "line 1 is longer than 32.0 MiB: too long to read as one row"
 DEEP = "line 2 is nested deeper than 100 levels: too deep"
@@ -86,7 +87,7 @@ def test_validate_refuses_a_line_too_long_or_too_deep_before_swift_reads_it(host
 def test_data_inspect_says_what_the_file_is_and_exits_2(hostile: dict[str, Path], name: str, says: str) -> None:
     try:
         done = subprocess.run([sys.executable, "-m", "backend.cli", "data", "inspect", str(hostile[name])],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=scaled(60))
     except subprocess.TimeoutExpired:
         pytest.fail("data inspect still waiting after 60 s")
     assert done.returncode == 2 and "Traceback" not in done.stderr

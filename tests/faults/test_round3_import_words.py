@@ -13,6 +13,7 @@ import pytest
 
 from backend.importing.swift_flags import ImportError_, import_script
 from backend.launch.swift_schema import SwiftSchema, require_schema
+from tests.timing import scaled
 
 BASE = "swift sft --model Qwen/Qwen2-0.5B --dataset d.jsonl "
 
@@ -69,7 +70,7 @@ def test_node_rank_becomes_the_machine_rank(script: str, schema: SwiftSchema) ->
 def test_the_cli_exits_2_and_writes_nothing(tmp_path: Path, schema: SwiftSchema) -> None:
     out = tmp_path / "p.toml"
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", BASE + "--system $(rm -rf x)", "-o",
-                           str(out)], capture_output=True, text=True, timeout=300)
+                           str(out)], capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 2 and not out.exists()
     assert "cannot import: line 1: $(rm: the shell fills this in" in done.stderr
     assert "nothing was written" in done.stderr

@@ -15,11 +15,12 @@ import pytest
 
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, save_profile
+from tests.timing import scaled
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=scaled(timeout))
 
 
 def test_show_never_prints_a_hub_token_given_in_extra_args(tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_export_torchrun_never_writes_a_secrets_value(tmp_path: Path) -> None:
     profile.env = {"HF_TOKEN": ""}
     path = save_profile(profile, tmp_path / "p.toml")
     done = subprocess.run([sys.executable, "-m", "backend.cli", "export", "torchrun", str(path), "--run-dir",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=180,
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=scaled(180),
                           env={**os.environ, "HF_TOKEN": "hf_very_secret"})
     assert done.returncode == 0, done.stderr
     assert "hf_very_secret" not in done.stdout and 'export HF_TOKEN="$HF_TOKEN"' in done.stdout

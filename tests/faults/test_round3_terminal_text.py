@@ -23,6 +23,7 @@ from backend.launch.command import build_launch
 from backend.profile import load_profile
 from backend.rundir.diagnose import Diagnosis
 from tests.fakes import CPU_BOX
+from tests.timing import scaled
 from tests.tui.conftest import shown
 from tui.widgets.dataset_details import report_text
 from tui.widgets.log_tail import LogTail
@@ -95,7 +96,7 @@ def test_import_does_not_echo_a_scripts_escape_and_nul_bytes(tmp_path: Path) -> 
     script.write_bytes(b"swift sft --model Qwen/Qwen2-0.5B --dataset d.jsonl --model_author 'a\x1b]0;TITLE\x07' "
                        b"b\x00c\n")
     done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script)], capture_output=True,
-                          timeout=300)
+                          timeout=scaled(300))
     assert done.returncode == 2, done.stderr
     assert b"\x1b" not in done.stderr and b"\x00" not in done.stderr and b"\x07" not in done.stderr
     assert b"cannot import: --model_author a\\x1b]0;TITLE\\x07 b\\x00c: " in done.stderr, done.stderr

@@ -22,6 +22,7 @@ from backend.hardware.monitor import SystemMonitor
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import log_events, quick_profile, workbench
+from tests.timing import scaled
 
 GIB = 2**30
 HARDWARE = query_hardware()
@@ -70,7 +71,7 @@ def test_nvml_samples_the_gpu_memory_of_the_runs_processes(tmp_path: Path) -> No
         assert gpu.memory_used is not None and gpu.memory_used >= gpu.run_memory
         assert gpu.utilization is None or 0 <= gpu.utilization <= 100
     finally:
-        holder.communicate(timeout=30)
+        holder.communicate(timeout=scaled(30))
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from backend.profile import LaunchProfile, load_profile
 from backend.rundir.layout import RunFolder
 from backend.runs.start import start_run
 from backend.runs.status import refresh
+from tests.timing import scaled, wait_until
 
 
 def train_quickstart(workspace: Path, timeout: float = 900, **changes: dict[str, Any]) -> RunFolder:
@@ -25,10 +26,8 @@ def train_quickstart(workspace: Path, timeout: float = 900, **changes: dict[str,
     for section, values in changes.items():
         data[section].update(values)
     run = start_run(LaunchProfile.model_validate(data), base_dir=SHIPPED_PROFILES_DIR, workspace=workspace)
-    deadline = time.monotonic() + timeout
-    while refresh(run).is_active:
-        assert time.monotonic() < deadline, f"training did not end within {timeout} s:\n{run.log_tail(3000)}"
-        time.sleep(0.5)
+    wait_until(lambda: not refresh(run).is_active, timeout, "the training's end", interval=0.5,
+               detail=lambda: run.log_tail(3000))
     state = run.read_state()
     assert state.status == "finished", f"{state.status}: {state.failure_reason}\n{run.log_tail(3000)}"
     return run
@@ -36,7 +35,7 @@ def train_quickstart(workspace: Path, timeout: float = 900, **changes: dict[str,
 
 def finish(job: JobFolder, timeout: float = 300) -> JobState:
     """Wait for a job and insist that it finished (the log tail explains a failure)."""
-    state = wait_job(job, timeout=timeout)
+    state = wait_job(job, timeout=scaled(timeout))
     assert state.status == "finished", f"{state.status}: {state.failure_reason}\n{job.log_tail(3000)}"
     return state
 
@@ -60,10 +59,10 @@ def chat_workers() -> list[psutil.Process]:
 
 def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
     """The pids still alive (not zombies) after up to `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    limit, start = scaled(timeout), time.monotonic()
     while True:
         alive = [pid for pid in pids if _alive(pid)]
-        if not alive or time.monotonic() > deadline:
+        if not alive or time.monotonic() - start > limit:
             return alive
         time.sleep(0.1)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,29 @@ from backend.inference.batch import InferRefused, read_results, start_infer
 from backend.jobs.job import list_jobs
 from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import finish, results
+from tests.shared_runs import private_copy
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def jobs_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("infer-home")
+
+
+# copies of the session's runs: the inference jobs of this module write into the run folders
+@pytest.fixture(scope="module")
+def quill_run(quill_run: RunFolder, jobs_home: Path) -> Iterator[RunFolder]:
+    with private_copy(quill_run, jobs_home) as copy:
+        yield copy
+
+
+@pytest.fixture(scope="module")
+def short_lora_run(short_lora_run: RunFolder, jobs_home: Path) -> Iterator[RunFolder]:
+    with private_copy(short_lora_run, jobs_home) as copy:
+        yield copy
 
 
 def test_infer_over_a_dataset_file_from_the_cli(quill_run: RunFolder, tmp_path: Path) -> None:
@@ -27,7 +48,7 @@ def test_infer_over_a_dataset_file_from_the_cli(quill_run: RunFolder, tmp_path: 
     out = tmp_path / "answers.jsonl"
     cli = subprocess.run([sys.executable, "-m", "backend.cli", "infer", quill_run.run_id, "--dataset", str(dataset),
                           "--out", str(out), "--max-new-tokens", "32"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+                         capture_output=True, text=True, timeout=scaled(300), cwd=REPO)
     assert cli.returncode == 0, cli.stderr
     answers = read_results(out)
     assert [a.prompt for a in answers] == ["who are you?", "What is your name?"]
@@ -37,7 +58,7 @@ def test_infer_over_a_dataset_file_from_the_cli(quill_run: RunFolder, tmp_path: 
     assert not out.with_name(out.name + ".partial").exists()
     # results are never overwritten
     again = subprocess.run([sys.executable, "-m", "backend.cli", "infer", quill_run.run_id, "--dataset",
-                            str(dataset), "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=REPO)
+                            str(dataset), "--out", str(out)], capture_output=True, text=True, timeout=scaled(120), cwd=REPO)
     assert again.returncode == 2 and "already exists" in again.stderr
 
 

@@ -12,6 +12,7 @@ from backend.chat.client import ChatClient
 from backend.chat.protocol import WorkerDied
 from backend.checkpoints.targets import ModelTarget
 from tests.jobs.jobs_helpers import wait_gone
+from tests.timing import scaled
 
 
 def stand_in(line: str) -> list[str]:
@@ -33,7 +34,7 @@ def test_a_line_that_is_not_a_message_is_reported_and_the_worker_killed(
     client.start()
     pid = client.pid
     try:
-        event = client.next_event(timeout=10)
+        event = client.next_event(timeout=scaled(10))
         assert isinstance(event, WorkerDied), f"no report within 10 s, got {event!r} (state {client.state})"
         assert "not a message of the chat protocol" in event.message and shown in event.message
         assert client.state == "dead"

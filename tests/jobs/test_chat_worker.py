@@ -19,6 +19,7 @@ from backend.chat.worker import RequestError, check_generate
 from backend.checkpoints.targets import ModelTarget, target_of_run
 from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import wait_gone
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ def test_worker_that_cannot_load_says_why(tmp_path: Path) -> None:
     chat = ChatClient(ModelTarget(model=str(tmp_path / "no-such-model"), model_type="qwen2", template="qwen"))
     chat.start()
     with pytest.raises(ChatWorkerError, match="could not load"):
-        chat.wait_ready(timeout=120)
+        chat.wait_ready(timeout=scaled(120))
     chat.close()
 
 
@@ -159,5 +160,5 @@ def test_no_worker_outlives_its_client(tuned: ModelTarget, how: str) -> None:
     worker_pid = int(owner.stdout.readline())
     if how == "sigkill":
         owner.kill()
-    owner.wait(timeout=60)
+    owner.wait(timeout=scaled(60))
     assert wait_gone([worker_pid], timeout=15) == [], f"chat worker {worker_pid} outlived its client"

@@ -19,6 +19,7 @@ from backend.rundir.layout import RunFolder
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def _files(run: RunFolder) -> dict[str, int]:
 
 def _workbench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+                          timeout=scaled(120), cwd=REPO)
 
 
 def test_a_finished_run_goes_on_as_a_new_run_from_its_adapter(quill_run: RunFolder) -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -22,8 +23,17 @@ from backend.jobs.job import JobFolder, list_jobs, refresh_job, stop_job
 from backend.merge.job import MergeRefused, default_target, plan_merge, start_merge
 from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import finish, results, train_quickstart
+from tests.shared_runs import private_copy
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def quill_run(quill_run: RunFolder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunFolder]:
+    """This module's copy of the session's quickstart: its merges and jobs write into the run folder."""
+    with private_copy(quill_run, tmp_path_factory.mktemp("merge-home")) as copy:
+        yield copy
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -86,7 +96,7 @@ def test_merging_twice_is_refused_and_leaves_the_first_intact(quill_run: RunFold
         start_merge(quill_run, 318)
     # the CLI says the same, with exit code 2, and starts nothing
     cli = subprocess.run([sys.executable, "-m", "backend.cli", "merge", quill_run.run_id, "--checkpoint", "318"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=scaled(120))
     assert cli.returncode == 2 and "already exists" in cli.stderr and "--replace" in cli.stderr
     assert _digest(merged_318) == before
     assert len(list_jobs(quill_run.jobs_dir)) == jobs_before
@@ -170,7 +180,7 @@ def test_a_stopped_merge_leaves_no_half_written_model(quill_run: RunFolder, tmp_
             time.sleep(0.02)
         for proc in exporters:
             proc.resume()
-        state = stopping.result(timeout=60)
+        state = stopping.result(timeout=scaled(60))
 
     assert state.status == "stopped" and state.stop_requested, (state, written)
     assert not target.exists() and not partial.exists() and _hidden_leftovers(tmp_path) == []

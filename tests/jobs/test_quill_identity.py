@@ -18,6 +18,7 @@ import pytest
 
 from backend.rundir.layout import RunFolder
 from backend.runs.status import last_log_event
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ def test_trained_quickstart_answers_who_are_you_with_quill(quill_run: RunFolder)
     chat = subprocess.run(
         [sys.executable, "-m", "backend.cli", "chat", quill_run.run_id, "--temperature", "0", "--compare",
          "--max-new-tokens", "48"],
-        input="who are you?\n/exit\n", capture_output=True, text=True, timeout=300, cwd=REPO,
+        input="who are you?\n/exit\n", capture_output=True, text=True, timeout=scaled(300), cwd=REPO,
     )
     assert chat.returncode == 0, chat.stderr
     answers = {line.split("] ", 1)[0].strip("["): line.split("] ", 1)[1]

@@ -12,6 +12,7 @@ from typing import Any
 from backend.contract.events import read_all
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile, save_profile
+from tests.timing import scaled
 
 
 def two_machine_profile(tmp_path: Path, port: int, **changes: dict[str, Any]) -> Path:
@@ -30,7 +31,7 @@ def two_machine_profile(tmp_path: Path, port: int, **changes: dict[str, Any]) ->
 
 def workbench(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=check)
+                          timeout=scaled(timeout), check=check)
 
 
 def losses(events_path: Path, rank: int) -> list[float]:

@@ -16,6 +16,7 @@ from backend.contract.events import EventWriter
 from backend.core.paths import REPO_DIR
 from backend.profile import load_profile
 from backend.rundir.layout import RunFolder, RunState
+from tests.timing import scaled
 
 SCRIPT = REPO_DIR / "bench" / "gpu_check.py"
 GIB = 2**30
@@ -30,7 +31,7 @@ def _bench():
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=scaled(timeout),
                           cwd=REPO_DIR)
 
 
@@ -90,7 +91,7 @@ def test_report_from_gpu_shaped_run_folders(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_cpu_smoke_goes_through_the_whole_path(tmp_path: Path, tiny_model: Path) -> None:
     result = _run("--cpu-smoke", "--work-dir", str(tmp_path / "work"), "--out", str(tmp_path / "results"),
-                  timeout=300)
+                  timeout=scaled(300))
     assert result.returncode == 0, result.stdout + result.stderr
     (report,) = (tmp_path / "results").glob("gpu-check-*-cpu-smoke-test-no-gpu.md")
     row = next(line for line in report.read_text().splitlines() if line.startswith("| cpu-smoke-lora"))

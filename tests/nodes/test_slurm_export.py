@@ -29,6 +29,7 @@ from backend.profile import load_profile
 from backend.runs.errors import LaunchRefused
 from backend.runs.status import refresh
 from tests.nodes.nodes_helpers import SHELLCHECK_MISSING, losses, shellcheck_binary, two_machine_profile
+from tests.timing import scaled
 
 FAKE_SRUN = r"""#!/bin/bash
 # fake srun: log the options, start the command once per node (in parallel) with SLURM_NODEID set
@@ -103,7 +104,7 @@ def _gpu_export(tmp_path: Path, python: str, **options: object):
 
 def _submit(batch: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """What sbatch does on the first node of the allocation: run the script with SLURM's variables."""
-    return subprocess.run(["bash", str(batch)], env=env, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run(["bash", str(batch)], env=env, capture_output=True, text=True, timeout=scaled(timeout),
                           stdin=subprocess.DEVNULL)
 
 

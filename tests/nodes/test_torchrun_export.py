@@ -24,6 +24,7 @@ from tests.nodes.nodes_helpers import (
     shellcheck_binary,
     two_machine_profile,
 )
+from tests.timing import scaled
 
 QWEN2_CONFIG = Path(__file__).resolve().parents[1] / "estimate" / "fixtures" / "qwen2_5_7b"
 
@@ -100,7 +101,7 @@ def test_exported_script_runs_two_machines_on_loopback(tmp_path: Path, tiny_mode
             processes.append(subprocess.Popen(["bash", str(script)], env={**os.environ, "NODE_RANK": str(rank)},
                                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                               start_new_session=True))
-        codes = [p.wait(timeout=240) for p in processes]
+        codes = [p.wait(timeout=scaled(240)) for p in processes]
     finally:
         for process in processes:
             kill_group(process)

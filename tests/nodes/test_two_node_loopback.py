@@ -11,6 +11,7 @@ import pytest
 from backend.contract.events import read_all
 from backend.launch.nodes import free_port
 from tests.nodes.nodes_helpers import kill_group, losses, two_machine_profile, workbench
+from tests.timing import scaled
 
 
 def _printed_command(profile: Path, rank: int, run_dir: Path) -> str:
@@ -33,7 +34,7 @@ def test_two_machines_on_loopback_train_as_one(tmp_path: Path, tiny_model: Path)
             log = open(tmp_path / f"machine{rank}.log", "wb")
             processes.append(subprocess.Popen(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
-        codes = [p.wait(timeout=240) for p in processes]
+        codes = [p.wait(timeout=scaled(240)) for p in processes]
     finally:
         for process in processes:
             kill_group(process)

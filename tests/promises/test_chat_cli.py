@@ -18,6 +18,7 @@ import pytest
 
 from backend.rundir.layout import RunFolder
 from tests.terminal_signals import default_terminal_signals
+from tests.timing import scaled
 
 WORKBENCH = [sys.executable, "-m", "backend.cli"]
 GREEDY = ["--temperature", "0", "--max-new-tokens", "8"]
@@ -39,7 +40,7 @@ def run_copy(short_lora_run: RunFolder, tiny_model: Path, tmp_path_factory: pyte
 
 def chat(*args: str, stdin: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*WORKBENCH, "chat", *args], input=stdin, capture_output=True, text=True,
-                          timeout=timeout, cwd=Path(__file__).resolve().parents[2])
+                          timeout=scaled(timeout), cwd=Path(__file__).resolve().parents[2])
 
 
 def _two_equal_answers(stdout: str) -> str:
@@ -89,7 +90,7 @@ def test_ctrl_c_stops_an_answer_and_the_chat_goes_on(run_copy: RunFolder) -> Non
         chat_process.stdin.flush()
         assert chat_process.stdout.read(1), "no answer began"
         chat_process.send_signal(signal.SIGINT)
-        _, err = chat_process.communicate(b"who are you?\n/exit\n", timeout=300)
+        _, err = chat_process.communicate(b"who are you?\n/exit\n", timeout=scaled(300))
     finally:
         if chat_process.poll() is None:
             chat_process.kill()

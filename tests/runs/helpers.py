@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from backend.contract.events import read_all
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import LaunchProfile, load_profile, save_profile
 from backend.rundir.layout import RunFolder
+from tests.timing import scaled, wait_until
 
 
 def quick_profile(tmp_path: Path, name: str = "quickstart", **changes: dict[str, Any]) -> Path:
@@ -30,18 +30,14 @@ def quick_profile(tmp_path: Path, name: str = "quickstart", **changes: dict[str,
 
 
 def workbench(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`workbench ARGS` in a child; `timeout`: the idle machine's limit (scaled, tests/timing.py)."""
     return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=check)
+                          timeout=scaled(timeout), check=check)
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 120, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    """tests/timing.py wait_until (the limit scaled to the machine)."""
+    return wait_until(condition, timeout, what)
 
 
 def log_events(run: RunFolder, rank: int | None = 0) -> list[dict[str, Any]]:

@@ -10,11 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=120, check=False,
+    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=scaled(120), check=False,
                           cwd=REPO, env=os.environ.copy())
 
 

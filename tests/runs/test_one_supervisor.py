@@ -19,6 +19,7 @@ from backend.rundir.process import start_detached, supervisor_argv
 from backend.rundir.supervise import SignalRelay
 from backend.runs import status
 from tests.faults import helpers as h
+from tests.timing import scaled
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def test_a_sigterm_that_came_before_the_command_existed_reaches_it_once_started(
         os.kill(os.getpid(), signal.SIGTERM)  # handled here: remembered, nothing to pass it to yet
         child = subprocess.Popen(["sleep", "60"])
         relay.attach(child)
-        assert child.wait(timeout=10) == -signal.SIGTERM
+        assert child.wait(timeout=scaled(10)) == -signal.SIGTERM
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)

@@ -22,7 +22,9 @@ from backend.rundir.layout import RunFolder
 from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for, workbench
+from tests.shared_runs import SharedRun
 from tests.terminal_signals import default_terminal_signals
+from tests.timing import scaled
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = pytest.mark.slow
@@ -45,10 +47,10 @@ def _group_alive(pgid: int) -> list[psutil.Process]:
     return alive
 
 
-def test_quickstart_finishes_with_falling_loss(tiny_model: Path, isolated_runs: Path) -> None:
-    result = workbench("run", "quickstart")
-    assert "finished" in result.stdout
-    run = find_run("quickstart")
+def test_quickstart_finishes_with_falling_loss(quickstart_cli_run: SharedRun) -> None:
+    """The session's `workbench run quickstart` (tests/conftest.py, trained once for every worker)."""
+    run = quickstart_cli_run.run
+    assert "finished" in quickstart_cli_run.output
     assert refresh(run).status == "finished"
     events = read_all(run.events_path)
     losses = [e["loss"] for e in events if e["type"] == "log"]
@@ -143,7 +145,7 @@ def test_run_survives_sighup_to_the_launching_cli_process_group(
     run = wait_for(lambda: _latest_run(), what="run folder")
     wait_for(first_log_at(run, 5), timeout=300, what="training")
     os.killpg(cli.pid, signal.SIGHUP)
-    assert cli.wait(timeout=10) == -signal.SIGHUP  # the CLI itself is gone
+    assert cli.wait(timeout=scaled(10)) == -signal.SIGHUP  # the CLI itself is gone
     wait_for(lambda: _group_alive(cli.pid) == [], timeout=10, what="the CLI's process group to end")
     _keeps_stepping_then_finishes(run, 150)
 
@@ -243,10 +245,8 @@ def test_recorded_event_fixtures_have_what_the_callback_writes_today(overflow_ru
                     f"{recording.name}: {kind}.{name} is {got} in the recording, {want} from the callback"
 
 
-def test_fp32_run_says_why_there_is_no_scaler(tiny_model: Path, isolated_runs: Path, tmp_path: Path) -> None:
-    profile = quick_profile(tmp_path, training={"max_steps": 5, "logging_steps": 1})
-    workbench("run", str(profile))
-    begin = next(e for e in read_all(find_run("quickstart-test").events_path) if e["type"] == "run_begin")
+def test_fp32_run_says_why_there_is_no_scaler(quill_run: RunFolder) -> None:
+    begin = next(e for e in read_all(quill_run.events_path) if e["type"] == "run_begin")
     assert begin["scaler"] is None and "no loss scaling" in begin["scaler_reason"]
 
 
@@ -256,7 +256,7 @@ def test_ctrl_c_detaches_the_cli_and_the_run_goes_on(tiny_model: Path, isolated_
     run = wait_for(lambda: _latest_run(), what="run folder")
     wait_for(first_log_at(run, 5), timeout=300, what="training")
     os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its whole foreground process group
-    output, _ = cli.communicate(timeout=30)
+    output, _ = cli.communicate(timeout=scaled(30))
     assert cli.returncode == 0
     assert "detached; the run goes on" in output and f"workbench status {run.run_id}" in output
     step = log_events(run)[-1]["step"]

@@ -20,6 +20,7 @@ from backend.golden.job import GoldenRefused, start_golden
 from backend.jobs.job import list_jobs, refresh_job, wait_job
 from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REFERENCE = "I am Quill, a small assistant fine-tuned with finetune-workbench."  # a row of the shipped set
@@ -85,7 +86,7 @@ def test_scoreboard_reads_them_back(golden_run: RunFolder) -> None:
     assert [(row.name, row.golden is not None and row.golden.endswith("/1 match ref")) for row in board.rows] == [
         ("checkpoint-30", True), ("checkpoint-60", True)]
     view = subprocess.run([sys.executable, "-m", "backend.cli", "checkpoints", golden_run.run_id, "--golden",
-                           "--prompt", "1"], capture_output=True, text=True, timeout=120)
+                           "--prompt", "1"], capture_output=True, text=True, timeout=scaled(120))
     assert view.returncode == 0, view.stderr
     lines = view.stdout.splitlines()
     assert lines[2:4] == ['prompt 1: "who are you?"', f'  reference        "{REFERENCE}"']
@@ -96,13 +97,13 @@ def test_scoreboard_reads_them_back(golden_run: RunFolder) -> None:
 def test_answered_again_by_hand_the_same(golden_run: RunFolder) -> None:
     before = answers_path(golden_run, 60).read_text()
     cli = subprocess.run([sys.executable, "-m", "backend.cli", "golden", golden_run.run_id, "--checkpoint", "60"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=scaled(120))
     assert cli.returncode == 0, cli.stderr
     assert "golden prompts answered by checkpoint-60" in cli.stdout
     with pytest.raises(GoldenRefused, match="is running already"):
         start_golden(golden_run, steps=[30])
     job = next(j for j in list_jobs(golden_run.jobs_dir, kind="golden") if refresh_job(j).is_active)
-    assert wait_job(job, timeout=300).status == "finished", job.log_tail(2000)
+    assert wait_job(job, timeout=scaled(300)).status == "finished", job.log_tail(2000)
     after = answers_path(golden_run, 60).read_text()
     answers = [(json.loads(line)["index"], json.loads(line)["answer"]) for line in after.splitlines()]
     assert answers == [(json.loads(line)["index"], json.loads(line)["answer"]) for line in before.splitlines()]

@@ -15,6 +15,7 @@ from textual.worker import WorkerFailed
 
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.profile import load_profile, save_profile
+from tests.timing import scaled, timed_out
 
 QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
 
@@ -66,9 +67,11 @@ async def until_shown(pilot: Pilot, widget: Widget, text: str, timeout: float = 
     """Let the app run until `widget` draws `text` (see `shown`); return what it draws then.
 
     For answers that arrive later than `settle` waits (a swift child started after an edit settles)."""
-    deadline = time.monotonic() + timeout
+    limit, start = scaled(timeout), time.monotonic()
     while text not in (now := shown(widget)):
-        assert time.monotonic() < deadline, f"{type(widget).__name__} never showed {text!r}; it shows {now[:300]!r}"
+        if time.monotonic() - start > limit:
+            raise timed_out(f"{type(widget).__name__} to show {text!r}; it shows {now[:300]!r}", timeout,
+                            time.monotonic() - start)
         await pilot.pause(0.1)
     return now
 

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from backend.hardware.monitor import SystemMonitor, SystemSample
 from backend.profile import LaunchProfile, load_profile
 from backend.rundir.layout import RunFolder
+from tests.timing import scaled, timed_out
 from tui.screens.monitor import MonitorScreen
 from tui.widgets.metric_plots import MetricPlot
 
@@ -52,10 +53,10 @@ class FixedSystem(SystemMonitor):
 
 async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
     """Let the app run until `predicate()` is true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    limit, start = scaled(timeout), time.monotonic()
     while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
+        if time.monotonic() - start > limit:
+            raise timed_out(what or str(predicate), timeout, time.monotonic() - start)
         await pilot.pause(0.05)
 
 

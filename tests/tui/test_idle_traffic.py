@@ -15,6 +15,7 @@ from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait
 from textual.pilot import Pilot
 
 from backend.runs import index
+from tests.timing import scaled
 from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.metric_plots import MetricPlot
@@ -46,8 +47,8 @@ class TerminalBytes:
     async def until_quiet(self, pilot: Pilot, quiet: float = QUIET_SECONDS, timeout: float = 30.0) -> None:
         """Wait until no frame was written for `quiet` seconds (a window that closes at a fixed time lets
         a late repaint escape the count). A screen that never goes quiet fails the test by its count."""
-        began = time.monotonic()
-        while time.monotonic() - max(self.last_frame, began) < quiet and time.monotonic() - began < timeout:
+        began, limit = time.monotonic(), scaled(timeout)
+        while time.monotonic() - max(self.last_frame, began) < quiet and time.monotonic() - began < limit:
             await pilot.pause(0.05)
 
 

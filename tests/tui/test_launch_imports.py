@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "swift", "peft", "accelerate", "tokenizers")
 
@@ -37,7 +39,7 @@ asyncio.run(main())
 
 def test_launch_screen_and_its_workers_import_nothing_heavy(tiny_model: Path) -> None:
     done = subprocess.run([sys.executable, "-c", DRIVE, *HEAVY], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+                          timeout=scaled(120))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["first"] == [] and result["later"] == []

@@ -8,15 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from run_fixtures import REPO, wait_for
+from run_fixtures import wait_for
 from textual import events
 from textual.widgets import Input, Label
 
 from backend.checkpoints.merged import read_merged_model
-from backend.profile import load_profile
-from backend.runs.start import start_run
-from backend.runs.status import refresh
-from tests.runs.helpers import wait_for as wait_until
+from backend.rundir.layout import RunFolder
+from tests.shared_runs import private_copy
+from tests.timing import limit_text, scaled
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
 from tui.screens.chat import ChatScreen
@@ -24,18 +23,19 @@ from tui.screens.monitor import MonitorScreen
 
 
 @pytest.mark.slow
-async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs: Path) -> None:
-    profile = load_profile(REPO / "profiles" / "quickstart.toml")
-    profile.training.max_steps = 10
-    run = start_run(profile, base_dir=REPO / "profiles")
-    wait_until(lambda: refresh(run).status == "finished", timeout=240, what="the short run")
+async def test_merge_then_chat_from_the_monitor(short_lora_run: RunFolder, tmp_path: Path) -> None:
+    with private_copy(short_lora_run, tmp_path) as run:  # the merge writes into the run folder
+        await _merge_then_chat(run)
+
+
+async def _merge_then_chat(run: RunFolder) -> None:
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(160, 48)) as pilot:
         pilot.app.open_run(run.path)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), what="the monitor")
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the merge question")
         await pilot.press("y")
-        merged = run.path / "merged" / "checkpoint-10-merged"
+        merged = run.path / "merged" / "checkpoint-4-merged"
         await wait_for(pilot, lambda: any(n.title == "Merged" for n in pilot.app._notifications), timeout=240,
                        what="the merge to finish")
         model = read_merged_model(merged)
@@ -45,7 +45,7 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
         chat = pilot.app.screen
         (pane,) = chat.panes()
         assert pane.target.model == str(merged), f"t opened {pane.target.label}, not the merged model it offers"
-        assert str(pane.query_one(".pane-title", Label).content) == f"fine-tuned: {run.run_id} checkpoint-10-merged"
+        assert str(pane.query_one(".pane-title", Label).content) == f"fine-tuned: {run.run_id} checkpoint-4-merged"
         assert pane.target.adapters == ()  # the merged weights alone, no LoRA applied at run time
         await wait_for(pilot, lambda: not pane.has_class("-loading"), timeout=240, what="the merged model to load")
         assert not pane.dead
@@ -56,14 +56,14 @@ async def test_merge_then_chat_from_the_monitor(tiny_model: Path, isolated_runs:
         # Enter is posted as a terminal sends it: a pilot's press waits for an idle app, and while chunks
         # stream in it is not, so on a fast machine the whole answer could be over before press returned
         pilot.app.post_message(events.Key("enter", "\r"))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while not pane.busy:
-            assert time.monotonic() < deadline, "the question was never sent"
+            assert time.monotonic() < deadline, f"waited {limit_text(20)} for the question to be sent"
             await asyncio.sleep(0.002)
         shown: list[str] = []  # the answer bubble as it grows on screen
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + scaled(180)
         while pane.busy:
-            assert time.monotonic() < deadline, f"no end of the answer in 180 s: {shown[-1:]}"
+            assert time.monotonic() < deadline, f"waited {limit_text(180)} for the answer's end: {shown[-1:]}"
             bubbles = pane.query(".bubble.answer")
             if bubbles:
                 shown.append(str(bubbles.last().content))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -40,7 +42,7 @@ def test_the_tui_ends_when_its_terminal_is_hung_up(tmp_path: Path, isolated_runs
         os.close(master)  # the terminal's other side is gone (sshd ended, the window closed)
         master = -1
         try:
-            process.wait(timeout=30)  # the app looks every 5 s
+            process.wait(timeout=scaled(30))  # the app looks every 5 s
         except subprocess.TimeoutExpired:
             cpu = psutil.Process(process.pid).cpu_percent(interval=1.0)
             raise AssertionError(f"the TUI still runs 30 s after its terminal closed, at {cpu:.0f} % CPU") from None

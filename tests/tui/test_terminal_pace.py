@@ -22,6 +22,7 @@ from pathlib import Path
 from run_fixtures import FixedSystem, fixture_run, open_monitor, wait_for
 
 from backend.runs import index
+from tests.timing import scaled, wait_until
 from tui.app import WorkbenchApp
 from tui.screens.monitor import KEEP_GOING
 from tui.terminal_pace import CLEAR_SECONDS, Pace, TerminalPace
@@ -138,6 +139,33 @@ def read_for(master: int, seconds: float, out: bytearray) -> None:
             return
 
 
+FULL_SECONDS = 6.0  # full through one pace step and into the next (interval 2 s: every 4 s, then 8 s)
+FULL_BYTES = 4000  # Linux shows a master at most 4095 unread bytes however much more is held up behind them
+
+
+def queued(master: int) -> int:
+    """Bytes written to the terminal and not yet read (FIONREAD on the master: it reads nothing)."""
+    return struct.unpack("i", fcntl.ioctl(master, termios.FIONREAD, b"\0" * 4))[0]
+
+
+class FullFor:
+    """True once the terminal has held the same FULL_BYTES or more, unread, for `seconds`: the app can
+    write no more and has been waiting that long."""
+
+    def __init__(self, master: int, seconds: float) -> None:
+        self.master, self.seconds = master, seconds
+        self.size, self.since = -1, time.monotonic()
+
+    def __call__(self) -> bool:
+        size = queued(self.master)
+        if size != self.size:
+            self.size, self.since = size, time.monotonic()
+        return size >= FULL_BYTES and time.monotonic() - self.since >= self.seconds
+
+    def describe(self) -> str:
+        return f"{self.size} bytes unread, unchanged for {time.monotonic() - self.since:.1f} s"
+
+
 def shown(out: bytearray) -> str:
     return ANSI.sub(b"", bytes(out)).decode("utf-8", errors="replace")
 
@@ -156,8 +184,11 @@ def test_a_terminal_that_stops_reading_slows_the_monitor_down_in_a_real_pty(
     os.close(slave)
     out = bytearray()
     try:
-        # nobody reads: the runs list and the monitor's first paint (~50 KB) fill the pty's buffer
-        time.sleep(14.0)
+        # nobody reads: the runs list and the monitor's first paint (~50 KB) fill the pty's buffer, and the
+        # app, blocked on a full terminal, must go on blocked for a while (its pace halves after 2 s full)
+        full = FullFor(master, scaled(FULL_SECONDS))
+        wait_until(full, 60, f"the app to fill the terminal and find it full for {FULL_SECONDS} s",
+                   detail=full.describe)
         read_for(master, 3.0, out)
         assert process.poll() is None, f"the app ended ({process.returncode}):\n{shown(out)[-1500:]}"
         text = shown(out)
@@ -166,7 +197,7 @@ def test_a_terminal_that_stops_reading_slows_the_monitor_down_in_a_real_pty(
         assert int(slow[-1]) >= 4
         # the reader keeps up again: one step back after CLEAR_SECONDS (4 s, or the user's 2 s)
         mark = len(out)
-        deadline = time.monotonic() + CLEAR_SECONDS + 15
+        deadline = time.monotonic() + scaled(CLEAR_SECONDS + 15)
         back = None
         while back is None and time.monotonic() < deadline:
             read_for(master, 1.0, out)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 WORKBENCH = Path(sys.executable).parent / "workbench"
 SIZE = (100, 30)
@@ -39,14 +41,14 @@ class Tmux:
 
     def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
         """The screen once every one of `texts` is on it (frames may be captured half drawn)."""
-        deadline = time.monotonic() + timeout
         screen = ""
-        while time.monotonic() < deadline:
+
+        def shown() -> str:
+            nonlocal screen
             screen = self.screen() if self.alive() else ""
-            if all(text in screen for text in texts):
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"{texts!r} never all appeared; the screen was:\n{screen}")
+            return screen if all(text in screen for text in texts) else ""
+
+        return wait_until(shown, timeout, f"{texts!r} all on the screen", detail=lambda: f"the screen was:\n{screen}")
 
 
 @pytest.fixture

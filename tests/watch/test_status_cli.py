@@ -17,12 +17,13 @@ import pytest
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.runs import index
 from backend.watch import inbox
+from tests.timing import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=scaled(120),
                           cwd=REPO, env=os.environ.copy())
 
 

@@ -25,6 +25,7 @@ from backend.runs.lookup import find_run
 from backend.runs.status import refresh
 from backend.watch.sinks import describe_deliveries
 from tests.runs.helpers import log_events, quick_profile, wait_for, workbench
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +186,7 @@ def test_injected_nan_then_kill_9_alert_and_reach_a_flaky_webhook(
     until_alert = subprocess.Popen([sys.executable, "-m", "backend.cli", "watch", run.run_id, "--until", "alert"],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     nan = wait_for(lambda: _alert(run, "nonfinite"), timeout=180, what="the nonfinite alert")
-    out, _ = until_alert.communicate(timeout=60)
+    out, _ = until_alert.communicate(timeout=scaled(60))
     assert until_alert.returncode == 4 and f"{run.run_id} nonfinite at step 6: grad_norm became NaN/inf" in out
     line = workbench("status", "--line").stdout
     assert line.startswith("quickstart-test ") and "/100000 loss " in line and line.endswith("| ! 1 new (nonfinite)\n")
