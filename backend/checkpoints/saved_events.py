@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.contract.events import SCHEMA_VERSION, Checkpoint, Eval, Log, decode_line, decode_lines, line_version
-from backend.core.tail import Tail
+from backend.core.tail import Tail, mark
 
 _STEP = re.compile(rb'"step"\s*:\s*(\d+)')
 _TYPE = re.compile(rb'"type"\s*:\s*"(\w+)"')
@@ -34,13 +34,12 @@ def read_saved_events(path: Path, metric_key: str) -> SavedEvents:
     """The run's events as far as they are written; what was read before (the same file, not shorter) is
     kept and only the lines appended since are read (the monitor redraws the scoreboard as a run goes on)."""
     key = (str(path), metric_key)
-    try:
-        stat = path.stat()
-        identity = (stat.st_dev, stat.st_ino)
-    except OSError:
+    now = mark(path)
+    if now is None:
         return SavedEvents()
+    identity = (now.device, now.inode)
     cached = _EVENTS_CACHE.get(key)
-    if cached is not None and cached[0] == identity and stat.st_size >= cached[1].offset:
+    if cached is not None and cached[0] == identity and now.size >= cached[1].offset:
         tail, found = cached[1], cached[2]
     else:
         tail, found = Tail(path), SavedEvents()

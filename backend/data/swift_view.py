@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.core.tail import mark
 from backend.data.swift_view_answer import QUESTION
 
 LIBRARIES = ("ms-swift", "transformers", "datasets")
@@ -167,7 +168,7 @@ def _stats(request: DataRequest) -> tuple[Any, ...]:
     stats = []
     for path in request.inputs():
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        stats += [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+        stats += [(str(f), mark(f)) for f in files]
     return tuple(stats)
 
 
@@ -187,7 +188,7 @@ def known_report(request: DataRequest) -> dict[str, Any] | None:
     (small inputs only). Never starts a child; cheap enough for live validation."""
     if (hit := _memo_get(request)) is not None:
         return hit
-    if sum(size for _, size, _ in _stats(request)) > CACHED_LOOKUP_BYTES:
+    if sum(found.size for _, found in _stats(request) if found is not None) > CACHED_LOOKUP_BYTES:
         return None
     report = cached_report(request)
     if report is not None:

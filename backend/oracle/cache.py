@@ -24,6 +24,7 @@ from typing import Any
 
 from backend.core import fs
 from backend.core.paths import PACKAGE_DIR, cache_dir
+from backend.core.tail import FileMark, mark
 from backend.oracle.errors import OracleCancelled
 
 CACHE_FORMAT = 2
@@ -60,23 +61,23 @@ def file_fingerprint(path: Path, *, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-_CONTENT: dict[Path, tuple[tuple[int, int, int], str]] = {}  # file -> ((inode, size, mtime), sha256)
+_CONTENT: dict[Path, tuple[FileMark, str]] = {}  # file -> (its mark when hashed, sha256)
 
 
 def _content_sha(file: Path, chunk: int) -> str:
     """A file's sha256, read again only when its inode, size or modification time changed: a model's
     tokenizer.json (up to ~20 MB) is hashed once per process, not at every look-up."""
-    stat = file.stat()
-    stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    stamp = mark(file)
     known = _CONTENT.get(file)
-    if known is not None and known[0] == stamp:
+    if stamp is not None and known is not None and known[0] == stamp:
         return known[1]
     digest = hashlib.sha256()
     with open(file, "rb") as handle:
         while block := handle.read(chunk):
             digest.update(block)
-    _CONTENT[file] = (stamp, digest.hexdigest())
-    return _CONTENT[file][1]
+    if stamp is not None:
+        _CONTENT[file] = (stamp, digest.hexdigest())
+    return digest.hexdigest()
 
 
 def cache_key(question: str, payload: dict[str, Any], versions: dict[str, str],
@@ -113,15 +114,14 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-_SOURCES: dict[Path, tuple[tuple[int, int], str, tuple[str, ...]]] = {}  # file -> (stat, sha, imports)
+_SOURCES: dict[Path, tuple[FileMark, str, tuple[str, ...]]] = {}  # file -> (its mark, sha, imports)
 
 
 def _source(file: Path) -> tuple[str, tuple[str, ...]]:
     """(sha256 of the file, the `backend` modules it imports anywhere in it), memoised by stat."""
-    stat = file.stat()
-    stamp = (stat.st_mtime_ns, stat.st_size)
+    stamp = mark(file)
     known = _SOURCES.get(file)
-    if known is not None and known[0] == stamp:
+    if stamp is not None and known is not None and known[0] == stamp:
         return known[1], known[2]
     text = file.read_bytes()
     imports: set[str] = set()
@@ -137,14 +137,16 @@ def _source(file: Path) -> tuple[str, tuple[str, ...]]:
 
 
 def code_digest(question: str) -> str:
-    """sha256 over the question's module, the child that runs it and the `backend.oracle` modules they
-    import (lazily or not), followed through their imports. Costs a stat a file once they were read.
+    """sha256 over the question's module, the child that runs it and the modules of `backend.oracle` and of
+    the question's own room (backend.data for swift's view of a dataset) they import (lazily or not),
+    followed through their imports. Costs a stat a file once they were read.
 
-    Modules outside the package are not followed: paths and refs lead to most of the backend, and a
-    question keeps what it asks of the libraries in its own code."""
+    Modules outside those rooms are not followed: paths and refs lead to most of the backend, and a
+    question keeps what it asks of the libraries in its own room."""
     module = question_module(question)
     if module is None:
         return "unknown"
+    followed = (CODE_PACKAGE, module.rpartition(".")[0] + ".")
     todo, seen, digest = [module, "backend.oracle.child"], set(), hashlib.sha256()
     while todo:
         name = todo.pop()
@@ -154,7 +156,7 @@ def code_digest(question: str) -> str:
         seen.add(name)
         sha, imports = _source(file)
         digest.update(f"{name}:{sha};".encode())
-        todo.extend(found for found in imports if found.startswith(CODE_PACKAGE))
+        todo.extend(found for found in imports if found.startswith(followed))
     return digest.hexdigest()
 
 

@@ -58,6 +58,23 @@ def test_the_code_digest_follows_the_package_imports_only(question) -> None:
     assert code_digest(name) != before
 
 
+def test_a_question_outside_the_oracle_follows_the_modules_of_its_own_room(tmp_path: Path) -> None:
+    """swift's view of a dataset is asked by backend.data.swift_view_child, whose helpers live beside it in
+    backend/data/: a fix in one of them (what swift drops, how rows map to lines) is a new answer."""
+    room = PACKAGE_DIR / "data"
+    name = f"_test_room_question_{uuid.uuid4().hex[:8]}"
+    module, helper = room / f"{name}.py", room / f"{name}_helper.py"
+    module.write_text(f"from backend.data.{name}_helper import VERDICT\n")
+    helper.write_text('VERDICT = "old"\n')
+    try:
+        before = code_digest(f"backend.data.{name}")
+        helper.write_text('VERDICT = "fixed"\n')
+        assert code_digest(f"backend.data.{name}") != before
+    finally:
+        module.unlink(missing_ok=True)
+        helper.unlink(missing_ok=True)
+
+
 def test_a_dataset_report_depends_on_the_models_config_and_tokenizer(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
