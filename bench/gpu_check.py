@@ -87,7 +87,7 @@ CASES: list[Case] = [
          {"tuner": {"type": "lora", "lora_rank": 8}, "precision": {"bf16": True},
           "model": {"torch_dtype": "bfloat16"}}),
     Case("qlora-4bit", "qwen2-1.5b", "QLoRA NF4, bf16 compute",
-         {"tuner": {"type": "qlora", "quant_bits": 4, "bnb_4bit_compute_dtype": "bfloat16"},
+         {"tuner": {"type": "qlora", "quant_method": "bnb", "quant_bits": 4, "bnb_4bit_compute_dtype": "bfloat16"},
           "precision": {"bf16": True}, "model": {"torch_dtype": "bfloat16"}}),
     Case("full-bf16", "qwen2-0.5b", "full fine-tune, bf16",
          {"tuner": {"type": "full"}, "precision": {"bf16": True}, "model": {"torch_dtype": "bfloat16"},
@@ -388,21 +388,26 @@ def real_run(cases: list[Case], work: Path, out_dir: Path, settings: Settings, *
     dataset = write_dataset(work / "data" / "long_rows.jsonl")
     rows: list[Row] = []
     started = time.monotonic()
-    for case in cases:
-        model = case.model if case.model.startswith("builtin:") else str(ensure_model(work, case.model))
-        profile = case_profile(case, model, dataset, settings, gpu_ids=gpu_ids)
-        if smoke:
-            profile.distribution.gpu_ids = []
-        print(f"{case.name}: {case.what} ...", flush=True)
-        run = run_case(profile, work / "runs", settings.timeout_s)
-        rows.append(collect(run, case, case.model.removeprefix("builtin:")))
-        print(f"  {rows[-1].status}: {run.path}", flush=True)
     day = date.today().isoformat()
-    extra = [f"Driver {hardware.driver_version}, CUDA driver API {hardware.cuda_driver_version}; "
-             f"whole check {time.monotonic() - started:.0f} s."] if hardware.gpus else []
     path = report_path(out_dir, day, gpu_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(rows, gpu_name, day, settings, extra), encoding="utf-8")
+    for case in cases:
+        print(f"{case.name}: {case.what} ...", flush=True)
+        try:
+            model = case.model if case.model.startswith("builtin:") else str(ensure_model(work, case.model))
+            profile = case_profile(case, model, dataset, settings, gpu_ids=gpu_ids)
+            if smoke:
+                profile.distribution.gpu_ids = []
+            run = run_case(profile, work / "runs", settings.timeout_s)
+            rows.append(collect(run, case, case.model.removeprefix("builtin:")))
+            print(f"  {rows[-1].status}: {run.path}", flush=True)
+        except Exception as err:  # one case that cannot start must not hide the others' results
+            rows.append(Row(case.name, case.what, case.model, "not started", note=f"{type(err).__name__}: {err}"))
+            print(f"  not started: {err}", flush=True)
+        # written after every case: a check cut short by the machine's time limit keeps what it measured
+        extra = [f"Driver {hardware.driver_version}, CUDA driver API {hardware.cuda_driver_version}; "
+                 f"{len(rows)} of {len(cases)} case(s) in {time.monotonic() - started:.0f} s."] if hardware.gpus else []
+        path.write_text(render_report(rows, gpu_name, day, settings, extra), encoding="utf-8")
     return path
 
 
