@@ -1,4 +1,4 @@
-"""Export commands (`workbench export slurm|torchrun`) and the per-machine view of `workbench show`."""
+"""Export commands (`workbench export slurm|torchrun|skypilot`) and the per-machine view of `workbench show`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from backend.launch.validate import Problem, validate
 from backend.profile import LaunchProfile
 
 export_app = typer.Typer(
-    help="Write launches for other engines: a SLURM batch script, or a plain torchrun script.",
+    help="Write launches for other engines: a SLURM batch script, a SkyPilot task, or a plain torchrun script.",
     no_args_is_help=True,
 )
 
@@ -68,6 +68,53 @@ def slurm(
                   f"{d.nproc_per_node} process(es), {d.strategy} on {d.device}\n  run folder: {result.run.path}\n"
                   f"  submit: sbatch {result.batch_script}\n  follow: workbench status {result.run.run_id}",
                   highlight=False, soft_wrap=True)
+
+
+@export_app.command("skypilot")
+def skypilot(
+    profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")],
+    bucket: Annotated[str, typer.Option(help="The bucket the run folder lives in (mounted, MOUNT mode): a name "
+                                        "SkyPilot creates or reuses, or s3://NAME/PATH, gs://... .")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Task YAML to write (default: print it).")] = None,
+    accelerator: Annotated[str | None, typer.Option(help="GPU name (A100, H100 ...); default: any the memory "
+                                                    "forecast fits.")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes; default: the profile's num_machines.")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Spot instances (a preemption is recovered from the newest "
+                                       "checkpoint).")] = False,
+    infra: Annotated[str | None, typer.Option(help="Where: aws, gcp/us-central1, k8s ... (default: any enabled).")] = None,
+    max_restarts: Annotated[int, typer.Option("--max-restarts", help="Restarts after a failure that is not a "
+                                              "preemption.")] = 0,
+) -> None:
+    """Write a SkyPilot task YAML that trains PROFILE as a managed job, checked by SkyPilot's own parser."""
+    from backend.launchers.skypilot import SkyOptions, export_skypilot
+    from backend.oracle.sky_task import SkyPilotMissing, SkyTaskRefused, check_task
+    from backend.runs.errors import LaunchRefused
+
+    loaded, path = load_or_exit(profile)
+    if output is not None and output.exists():
+        fail(f"{output} exists; remove it or give another -o path")
+    options = SkyOptions(bucket=bucket, accelerator=accelerator, nodes=nodes, use_spot=spot, infra=infra,
+                         max_restarts=max_restarts)
+    try:
+        exported = export_skypilot(loaded, options, base_dir=path.parent)
+        check_task(exported.text)
+    except ValueError as err:  # SkyTaskRefused too: SkyPilot's words
+        fail(("SkyPilot refused the task: " if isinstance(err, SkyTaskRefused) else "") + visible(err))
+    except SkyPilotMissing as err:
+        fail(str(err))
+    except LaunchRefused as err:
+        _print_problems(err.problems)
+        raise typer.Exit(2) from None
+    _print_problems(exported.warnings)
+    if output is None:
+        print(exported.text, end="")
+        return
+    from backend.core.fs import write_text_atomic
+
+    write_text_atomic(output, exported.text)
+    lines = [f"wrote {output} (checked by SkyPilot's parser)", f"  run {exported.run_id} in the bucket {bucket}",
+             *(f"  {note}" for note in exported.notes), f"  submit: {exported.launch_command(output)}"]
+    console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
 
 
 @export_app.command("torchrun")

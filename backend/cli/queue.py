@@ -82,11 +82,21 @@ def add(
     time_limit: Annotated[str, typer.Option("--time", help="--slurm: the jobs' time limit (HH:MM:SS).")] = "04:00:00",
     partition: Annotated[str | None, typer.Option("--partition", help="--slurm: the SLURM partition.")] = None,
     account: Annotated[str | None, typer.Option("--account", help="--slurm: the SLURM account.")] = None,
+    sky: Annotated[bool, typer.Option("--sky", help="Submit to SkyPilot as managed jobs (its jobs controller "
+                                      "queues them) instead of the local keeper.")] = False,
+    bucket: Annotated[str | None, typer.Option("--bucket", help="--sky: the bucket the run folders live in.")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="--sky: spot instances (preemptions are recovered).")] = False,
 ) -> None:
     """Queue runs (a profile with a sweep grid queues one run per combination); start the keeper."""
     if gpus != "auto" and not re.fullmatch(r"\d+(,\d+)*", gpus):
         fail(f"--gpus {gpus!r}: give auto or GPU ids such as 0,1")
     items = [(profile, path.parent) for profile, path in (load_or_exit(name) for name in profiles)]
+    if sky:
+        from backend.cli.sky import submit_to_sky
+
+        for profile, base_dir in items:
+            submit_to_sky(profile, base_dir, bucket=bucket, accelerator=None, spot=spot, infra=None)
+        return
     if slurm:
         _add_slurm(items, gpus=gpus, priority=priority, hold=hold, time_limit=time_limit, partition=partition, account=account)
         return

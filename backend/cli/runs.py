@@ -26,7 +26,7 @@ from backend.runs.errors import LaunchRefused, RunNotFound
 from backend.runs.lookup import find_run
 from backend.runs.resume import resume_run
 from backend.runs.start import start_run
-from backend.runs.status import SLURM_SAID, refresh
+from backend.runs.status import SKY_SAID, SLURM_SAID, refresh
 from backend.runs.stop import stop_run_result
 from backend.runs.summaries import SummaryCache, summarize
 
@@ -35,9 +35,21 @@ def run(
     profile: Annotated[str, typer.Argument(help="Profile file, or the name of a shipped profile.")],
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Start and return at once.")] = False,
     workspace: Annotated[Path | None, typer.Option(help="Folder for the run folder.")] = None,
+    on: Annotated[str, typer.Option("--on", help="Where: local (this machine) or sky (a SkyPilot managed job).")] = "local",
+    bucket: Annotated[str | None, typer.Option(help="--on sky: the bucket the run folder lives in.")] = None,
+    accelerator: Annotated[str | None, typer.Option(help="--on sky: the GPU (default: any the forecast fits).")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="--on sky: spot instances (preemptions are recovered).")] = False,
+    infra: Annotated[str | None, typer.Option(help="--on sky: aws, gcp/us-central1, k8s ...")] = None,
 ) -> None:
     """Start a run. It survives this terminal; Ctrl-C only stops following it."""
     loaded, path = load_or_exit(profile)
+    if on not in ("local", "sky"):
+        fail(f"--on {visible(on, 40)}: use local or sky")
+    if on == "sky":
+        from backend.cli.sky import submit_to_sky
+
+        submit_to_sky(loaded, path.parent, bucket=bucket, accelerator=accelerator, spot=spot, infra=infra, workspace=workspace)
+        return
     try:
         folder = start_run(loaded, base_dir=path.parent, workspace=workspace)
     except LaunchRefused as err:
@@ -139,7 +151,7 @@ def runs() -> None:
         rows.append((visible(folder.run_id), visible(s.state.profile_name, 80), status_cell, step, loss,
                      _age(s.elapsed_seconds), _age(time.time() - s.state.created_at)))
         reason = s.state.failure_reason or ""
-        if s.state.status in ("damaged", "unknown") or reason.startswith(("damaged", SLURM_SAID)):
+        if s.state.status in ("damaged", "unknown") or reason.startswith(("damaged", SLURM_SAID, SKY_SAID)):
             notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
         if s.attempt:  # an OOM retry of the queue, linked both ways (backend/runs/attempts.py)
             notes.append(f"{visible(folder.run_id)}: {s.attempt}")

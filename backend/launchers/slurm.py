@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.cluster.slurm_job import JOB_FILE_NAME
 from backend.core.fs import write_text_atomic
 from backend.core.paths import is_builtin
 from backend.core.process_identity import RUN_MARKER_ENV
@@ -51,7 +52,6 @@ from backend.runs.start import write_run_files
 
 NODE_SCRIPT_NAME = "slurm_node.sh"
 BATCH_SCRIPT_NAME = "job.sbatch"
-JOB_FILE_NAME = "slurm_job.json"
 # written into the run's profile and accelerate config: the real address is known only when the job starts
 MAIN_ADDRESS_PLACEHOLDER = "$MAIN_ADDR"
 # SLURM --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
@@ -322,8 +322,14 @@ def _requeued() -> bool:
 
 
 def _resume_requeued(run: RunFolder, state: RunState) -> RunState:
-    """A requeued job's run: its last attempt is over (SLURM ended that job), so it goes on in place from its
-    newest complete checkpoint; without one it starts again from the beginning. Said in the log."""
+    """A requeued job's run: its last attempt is over (SLURM ended that job), so it goes on in place."""
+    return resume_in_place(run, state, f"SLURM requeued the job (restart {os.environ.get('SLURM_RESTART_COUNT')})")
+
+
+def resume_in_place(run: RunFolder, state: RunState, why: str) -> RunState:
+    """A run whose job the scheduler started again (SLURM's requeue, SkyPilot's recovery): its last attempt is
+    over, so it goes on in place from its newest complete checkpoint; without one it starts again from the
+    beginning. Said in the log, with `why`."""
     from backend.runs.errors import RunRefused
     from backend.runs.resume import prepare_resume
 
@@ -332,10 +338,9 @@ def _resume_requeued(run: RunFolder, state: RunState) -> RunState:
 
     try:
         prepare_resume(run, state, report=say)
-        print(f"===== workbench: SLURM requeued the job (restart {os.environ.get('SLURM_RESTART_COUNT')}): resuming "
-              f"from {run.read_state().resumed_from} =====", flush=True)
+        print(f"===== workbench: {why}: resuming from {run.read_state().resumed_from} =====", flush=True)
     except RunRefused as err:
-        print(f"===== workbench: SLURM requeued the job; {err}: it starts again from the beginning =====", flush=True)
+        print(f"===== workbench: {why}; {err}: it starts again from the beginning =====", flush=True)
         run.update_state(status="starting", attempt=state.attempt + 1, exit_code=None, signal=None,
                          failure_reason=None, ended_at=None, stop_requested=False, trainer_pid=None,
                          trainer_started=None, supervisor_pid=None, supervisor_started=None)

@@ -4,7 +4,10 @@ Also the run's last logged step, read from the tail of its events.
 
 A run with a SLURM job (slurm_job.json) also gets SLURM's own verdict (backend/cluster/sacct.py, #40): a
 job SLURM preempted, timed out, lost with its node or killed for memory is shown by SLURM's word, and a
-run whose supervisor SLURM took with it is concluded from it (recorded, and said in its alerts)."""
+run whose supervisor SLURM took with it is concluded from it (recorded, and said in its alerts). A run
+submitted to SkyPilot (sky_job.json) is shown with SkyPilot's state of its managed job (backend/cluster/
+sky_jobs.py): PENDING and STARTING as starting, RUNNING and RECOVERING as running with what SkyPilot says
+(a recovery: "recovered 1 time on another instance"), its end recorded."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import time
 import msgspec
 
 from backend.cluster.sacct import SacctUnavailable, SlurmVerdict, verdict
+from backend.cluster.sky_jobs import SkyJob, SkyUnavailable, job_states
+from backend.cluster.sky_jobs import job_id_of as sky_job_id_of
 from backend.cluster.slurm_job import job_id_of
 from backend.contract.events import EventReader, Log, RunEnd
 from backend.core.process_identity import run_marker
@@ -31,10 +36,42 @@ def refresh(run: RunFolder) -> RunState:
                 f"{state.failure_reason}; its processes are still running (`workbench stop` stops them)")})
         return state
     state = reconcile(run.state_or_damaged, run_marker(run.path), lambda lost: _conclude_lost(run, lost), state)
-    return _with_slurm_verdict(run, state)
+    return _with_sky_state(run, _with_slurm_verdict(run, state))
 
 
 SLURM_SAID = "SLURM "  # a reason SLURM's verdict gave starts so: it is recorded, sacct is not asked again
+SKY_SAID = "SkyPilot "  # a reason SkyPilot's state gave starts so
+SKY_STATUS = {"PENDING": "starting", "SUBMITTED": "starting", "STARTING": "starting", "RUNNING": "running",
+              "RECOVERING": "running", "WINDING_DOWN": "running", "CANCELLING": "stopping", "SUCCEEDED": "finished",
+              "CANCELLED": "stopped"}
+
+
+def _with_sky_state(run: RunFolder, state: RunState) -> RunState:
+    """The state with SkyPilot's word on the run's managed job: shown while it is active, recorded once it
+    ended (SUCCEEDED finished, CANCELLED stopped, FAILED* failed)."""
+    if state.status in ("damaged",) or (not state.is_active and (state.failure_reason or "").startswith(SKY_SAID)):
+        return state
+    job_id = sky_job_id_of(run.path)
+    if job_id is None:
+        return state
+    try:
+        job: SkyJob | None = job_states().get(job_id)
+    except SkyUnavailable as err:
+        return state.model_copy(update={"failure_reason": f"{SKY_SAID}job {job_id}: state unknown ({err})"}) \
+            if state.is_active else state
+    if job is None:
+        return state
+    status = SKY_STATUS.get(job.status, "failed" if job.status.startswith("FAILED") else state.status)
+    said = job.describe()
+    if state.resumed_from and job.recoveries:
+        said += f"; resumed from {state.resumed_from}"
+    if job.is_active or job.status.startswith("unknown"):
+        return state.model_copy(update={"status": status, "failure_reason": said})
+    update = {"status": status, "failure_reason": said, "ended_at": state.ended_at or time.time()}
+    try:
+        return run.update_state(**update)
+    except (StateUnreadable, FolderNotWritable, FolderBusy):
+        return state.model_copy(update=update)
 
 
 def _slurm_verdict(run: RunFolder, state: RunState) -> SlurmVerdict | None:

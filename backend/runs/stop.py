@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from backend.cluster.sky_jobs import SkyUnavailable, cancel
+from backend.cluster.sky_jobs import job_id_of as sky_job_id_of
 from backend.cluster.slurm_job import job_id_of
 from backend.core.process_identity import run_marker
 from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder
@@ -57,6 +59,9 @@ def _stop_locked(run: RunFolder, report: Callable[[str], None]) -> StopResult:
     if not state.is_active:
         return StopResult([f"run is already {state.status}; nothing to stop"], stopped=True)
     elsewhere = None if damaged else state.elsewhere()
+    sky_job = sky_job_id_of(run.path)
+    if sky_job is not None:
+        return _cancel_sky_job(run, sky_job, damaged)
     job_id, job_problem = _slurm_job_id(run)
     if elsewhere and job_id is None:
         return StopResult([*job_problem, f"run {run.run_id} was {elsewhere}: nothing was signalled from here; stop "
@@ -88,6 +93,18 @@ def _slurm_job_id(run: RunFolder) -> tuple[str | None, list[str]]:
     """The SLURM job of a run exported to SLURM, or None and why not (backend/cluster/slurm_job.py)."""
     job_id, problems = job_id_of(run.path)
     return job_id, [f"{problem}: no SLURM job was cancelled" for problem in problems]
+
+
+def _cancel_sky_job(run: RunFolder, job_id: str, damaged: bool) -> StopResult:
+    """A run submitted to SkyPilot is stopped through SkyPilot (its processes are on the cloud's instances):
+    the job is cancelled; its state says so once SkyPilot does (`workbench status` asks it)."""
+    try:
+        said = cancel(job_id)
+    except SkyUnavailable as err:
+        return StopResult([f"{err}: nothing was stopped"], stopped=False)
+    if not damaged:
+        run.update_state(status="stopping", stop_requested=True)
+    return StopResult([said], stopped=True)
 
 
 def _cancel_slurm_job(job_id: str) -> StopResult:
