@@ -60,6 +60,7 @@ def full_app() -> typer.Typer:
         import backend.cli.export_model as export_model
         import backend.cli.golden as golden
         import backend.cli.jobs as jobs
+        import backend.cli.preflight as preflight
         import backend.cli.profiles as profiles
         import backend.cli.queue as queue
         import backend.cli.runs as runs
@@ -68,6 +69,6 @@ def full_app() -> typer.Typer:
         import backend.cli.watch as watch
 
         for module in (profiles, runs, save, estimate, jobs, checkpoints, golden, export, export_model, watch, data,
-                       queue, evaluate, signals):
+                       queue, evaluate, signals, preflight):
             module.register(app)
     return app

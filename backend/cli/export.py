@@ -166,6 +166,9 @@ def show_nodes(profile: LaunchProfile, path: Path, folder: Path, node: int | Non
     this_rank = node if node is not None else profile.distribution.machine_rank
     _print_problems(validate(profile, hardware, base_dir=path.parent) + check_node(profile, this_rank))
     console.print(f"# {commands[0].rendezvous.describe()}", highlight=False, soft_wrap=True)
+    console.print(f"# before the run, on every machine at about the same time: workbench preflight {path} --node K "
+                  "(the address, the ranks, the versions, the shared output folder, an all-reduce)", highlight=False,
+                  markup=False, soft_wrap=True)
     console.print(f"# accelerate config (the same file on every machine): {commands[0].plan.accelerate_config_path}",
                   highlight=False, soft_wrap=True)
     console.print(commands[0].plan.accelerate_yaml(), highlight=False, markup=False, end="")
