@@ -49,10 +49,10 @@ async def test_the_queue_screen_shows_why_each_waits_and_its_keys_change_the_que
         rows = _rows(screen)
         assert [r[:4] for r in rows] == [["1", a.id, "s-rank4", "waiting"], ["2", b.id, "s-rank8", "waiting"],
                                          ["3", held.id, "held", "paused"]]
-        assert rows[0][4] == "next: starts at the keeper's next look"
-        assert rows[1][4] == f"after s-rank4 ({a.id})"
-        assert rows[2][4].startswith(f"paused (`workbench queue resume {held.id}`")
-        assert [r[5] for r in rows] == ["now", "unknown", "unknown"]  # nothing says how long s-rank4 takes
+        assert rows[0][5] == "next: starts at the keeper's next look"
+        assert rows[1][5] == f"after s-rank4 ({a.id})"
+        assert rows[2][5].startswith(f"paused (`workbench queue resume {held.id}`")
+        assert [r[4] for r in rows] == ["now", "unknown", "unknown"]  # nothing says how long s-rank4 takes
         assert str(screen.query_one("#queue-notes", Static).render()) == (
             "start unknown: no basis for how long s-rank4 takes (no finished or running run of its recipe in the "
             "queue)")

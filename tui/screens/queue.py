@@ -25,8 +25,11 @@ from backend.queue.store import Entry, QueueDamaged, QueueFile, QueueRefused, re
 from backend.queue.sweep import sweep_runs
 from tui.modals.dialogs import ConfirmModal
 
-COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("why", "why it waits / run"),
-           ("starts", "starts (estimate)"))
+# when it starts before why: at 80 columns the last column is the one cut, and the highlighted entry's whole
+# reason is written out under the table (wrapped) anyway
+COLUMNS = (("n", "#"), ("id", "id"), ("name", "name"), ("state", "state"), ("starts", "starts (estimate)"),
+           ("why", "why it waits / run"))
+LOADING = "loading…"
 EMPTY = "The queue is empty: F5 in the workspace offers \"Queue\", or `workbench queue add PROFILE`."
 
 
@@ -53,13 +56,15 @@ class QueueScreen(Screen[None]):
         super().__init__(id="queue-screen")
         self.refresh_interval = refresh_interval
         self.entries: list[Entry] = []
+        self.why: dict[str, str] = {}  # entry id -> why it waits, as shown
         self.loads = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="queue-head", markup=False)
         yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
-        yield Static(EMPTY, id="queue-empty", markup=False)
+        yield Static("", id="queue-why", markup=False)
+        yield Static(LOADING, id="queue-empty", markup=False)  # never "empty" before the first read
         yield Static("", id="queue-notes", markup=False)
         yield Footer()
 
@@ -101,12 +106,26 @@ class QueueScreen(Screen[None]):
         self.entries = [*queue.pending(), *(e for e in queue.entries if not e.pending)] if queue else []
         for number, entry in enumerate(self.entries, 1):
             name = visible(entry.name) + (f" #{entry.attempt}" if entry.attempt > 1 else "")
-            table.add_row(str(number), entry.id, name, entry.state, visible(message.why.get(entry.id, "")),
-                          message.starts.get(entry.id, "-"), key=entry.id)
+            table.add_row(str(number), entry.id, name, entry.state, message.starts.get(entry.id, "-"),
+                          visible(message.why.get(entry.id, "")), key=entry.id)
+        self.why = {entry.id: visible(message.why.get(entry.id, "")) for entry in self.entries}
         if self.entries:
             table.move_cursor(row=min(row, len(self.entries) - 1))
-        self.query_one("#queue-empty").display = not self.entries
+        empty = self.query_one("#queue-empty", Static)
+        empty.update(EMPTY)
+        empty.display = not self.entries
         self.query_one("#queue-notes", Static).update("\n".join(visible(n) for n in message.notes))
+        self._show_why()
+
+    @on(DataTable.RowHighlighted, "#queue-table")
+    def _show_why(self) -> None:
+        """The highlighted entry's reason in full, wrapped: the table's last column is cut in a narrow terminal."""
+        table = self.query_one(DataTable)
+        entry = self.entries[table.cursor_row] if 0 <= table.cursor_row < len(self.entries) else None
+        why = self.why.get(entry.id, "") if entry else ""
+        widget = self.query_one("#queue-why", Static)
+        widget.update(f"{entry.id}: {why}" if entry and why else "")
+        widget.display = bool(entry and why)
 
     def _selected(self) -> Entry | None:
         table = self.query_one(DataTable)
