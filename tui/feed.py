@@ -19,6 +19,7 @@ from pathlib import Path
 from backend.core.tail import Tail, mark
 from backend.rundir.diagnose import EXCEPTION_LINE, Diagnosis, diagnose_log
 from backend.rundir.layout import RunFolder, RunState
+from backend.rundir.startup import Startup, read_startup
 from backend.runs.status import refresh
 from backend.series import BATCH_BYTES, ColumnReader, MetricsStore
 from backend.series.summary import SAVE_EVERY_BYTES, restore_or_read, save_summary
@@ -112,6 +113,7 @@ class RunFeed:
         self.state: RunState | None = None
         self.state_error: str | None = None
         self.diagnosis: Diagnosis | None = None
+        self.startup: Startup | None = None  # what a run that logged no step yet is doing (#35)
 
     def poll(self, report: Callable[[float], object] | None = None, cancelled: Callable[[], bool] | None = None,
              report_every: float = 0.5) -> bool:
@@ -175,7 +177,17 @@ class RunFeed:
         if self.log.read_new():
             self.diagnosis = pick_diagnosis(diagnose_log(self.log.text()))
             changed = True
-        return self._read_state() or changed
+        changed = self._read_state() or changed
+        return self._read_startup() or changed
+
+    def _read_startup(self) -> bool:
+        """The starting run's phase, read while it has logged no step (then None: its numbers say the rest)."""
+        state, startup = self.state, None
+        if state is not None and state.is_active and self.store.last_log is None:
+            startup = read_startup(self.run, state.started_at or state.created_at)
+        changed = startup != self.startup
+        self.startup = startup
+        return changed
 
     def has_backlog(self) -> bool:
         """True while a read of events.jsonl could take more (a long run being opened); False at a torn

@@ -19,7 +19,8 @@ from backend.contract.events import Event, EventReader, Log, RunBegin, RunEnd
 from backend.core.safe_text import visible
 from backend.core.tail import Tail, last_lines
 from backend.core.units import duration
-from backend.rundir.layout import RunFolder
+from backend.rundir.layout import RunFolder, RunState
+from backend.rundir.startup import Startup, read_startup
 from backend.runs import index
 from backend.runs.delete import delete_run
 from backend.runs.errors import LaunchRefused, RunNotFound
@@ -188,9 +189,11 @@ def status(
         memory = memory_comparison(folder)
     except (OSError, ValueError, TypeError, KeyError) as err:  # a damaged forecast.json or events line
         memory = {"lines": [f"memory: not shown ({visible(type(err).__name__)}: {visible(err, 200)})"]}
+    startup = _startup(folder, s.state, s.step)
     if as_json:
         print(json.dumps({"state": s.state.model_dump(), "step": s.step, "max_steps": s.max_steps, "loss": s.loss,
-                          "loss_scale": s.loss_scale, "memory": memory}, indent=2))
+                          "loss_scale": s.loss_scale, "memory": memory,
+                          "startup": startup.to_json() if startup else None}, indent=2))
         return
     console.print(Text.assemble(f"run {visible(folder.run_id)}  ", (s.state.status, "bold"),
                                 f"  ({visible(s.state.profile_name, 200)})"), highlight=False)
@@ -206,12 +209,21 @@ def status(
         loss = f"{s.loss:.4f}" if s.loss is not None else "-"
         console.print(f"  step {s.step}/{s.max_steps}  loss {loss}  elapsed {_age(s.elapsed_seconds)}"
                       f"  eta {_age(s.eta_seconds)}", highlight=False)
+    if startup is not None:
+        console.print(f"  starting: {startup.text(time.time())}", highlight=False, markup=False)
     if s.loss_scale is not None:
         console.print(f"  loss scale {s.loss_scale:g}", highlight=False)
     if s.state.failure_reason:
         console.print(f"  reason: {visible(s.state.failure_reason)}", highlight=False, markup=False)
     for line in memory["lines"]:
         console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _startup(folder: RunFolder, state: RunState, step: int | None) -> Startup | None:
+    """What a running run that logged no step yet is doing (#35)."""
+    if step is not None or not state.is_active:
+        return None
+    return read_startup(folder, state.started_at or state.created_at)
 
 
 def logs(

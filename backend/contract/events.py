@@ -134,9 +134,18 @@ class MemoryPhase(_Event, tag="memory_phase", frozen=True):
     nvml: list[GpuUsed] | None = None
 
 
-Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase]
+class Phase(_Event, tag="phase", frozen=True):
+    """A phase of the run's start that the trainer itself sees begin (#35): "model" when swift has read its
+    arguments (it imports the plugin then) and loads the model next. The phases before it and the dataset's
+    progress come from swift's own lines in output.log (backend/rundir/startup.py); `run_begin` starts the
+    first step. Added in format v1: a reader before it counts these lines as damaged, never misreads them."""
+
+    phase: str
+
+
+Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, Phase]
 EVENT_CLASSES: dict[str, type[_Event]] = {cls.__struct_config__.tag: cls  # type: ignore[misc]
-                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase)}
+                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, Phase)}
 EVENT_TYPES = tuple(EVENT_CLASSES)
 
 

@@ -292,4 +292,19 @@ def _cuda_memory(device: int) -> CudaMemory:
     )
 
 
+def _announce_model_loading() -> None:
+    """swift imports this file as it reads its arguments, just before it loads the model: the first phase of
+    the run's start the trainer itself sees (#35; the monitor and `workbench status` say it)."""
+    run_dir = os.environ.get("WORKBENCH_RUN_DIR")
+    if not run_dir:  # not a workbench launch (swift's arguments built by validate, a user's own command)
+        return
+    try:
+        writer = EventWriter(Path(run_dir) / EVENTS_FILE_NAME, rank=rank())
+        writer.write("phase", phase="model")
+        writer.close()
+    except OSError:  # a read-only run folder: the phase comes from the log
+        pass
+
+
 callbacks_map["workbench_events"] = WorkbenchEventsCallback
+_announce_model_loading()

@@ -316,7 +316,18 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         return self.feed.state_error
 
     def _show_progress(self) -> None:
-        self.query_one(RunProgress).show(self.feed.state, self.feed.store.throughput(), self.clock())
+        now = self.clock()
+        self.query_one(RunProgress).show(self.feed.state, self.feed.store.throughput(), now)
+        self.query_one(MetricPanels).show_startup(self._startup_line(now))
+
+    def _startup_line(self, now: float) -> str | None:
+        """What the loss panel says before the first logged step: the starting run's phase (#35)."""
+        startup, state = self.feed.startup, self.feed.state
+        if startup is not None:
+            return f"no logged step yet: {startup.text(now)}"
+        if state is not None and not state.is_active:
+            return "no logged step: the run ended before its first one"
+        return None
 
     # ------------------------------------------------------------ actions
 

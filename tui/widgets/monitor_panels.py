@@ -105,6 +105,15 @@ class MetricPanels(Grid):
             panel.border_subtitle = ("p: next panel · 0: all" if chosen else f"{number_}/p: alone") + PANEL_KEYS.get(name, "")
         self.call_after_refresh(self.redraw)  # a panel that appears has a new size
 
+    def show_startup(self, line: str | None) -> None:
+        """What a starting run is doing (#35), in the loss panel's line until a step is logged."""
+        if not line or self.reading is not None:
+            return
+        with self.store.lock:
+            logged = self.store.series["loss"].last is not None or bool(self.store.problems())
+        if not logged:
+            show_text(self.query_one("#loss-summary", Static), line)
+
     # ------------------------------------------------------------ drawing
 
     def redraw(self) -> None:
