@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -51,9 +51,23 @@ class ConfirmScreen(ModalScreen[T | None], Generic[T]):
             with Horizontal(classes="dialog-buttons"):
                 for button_id, choice in self.choices.items():
                     yield Button(choice.label, id=button_id, variant=choice.variant, compact=True)
+            yield Static("", id="dialog-enter-hint", classes="dialog-hint", markup=False)
 
     def on_mount(self) -> None:
         self.query(Button).first().focus()  # the first answer has the focus
+
+    @on(events.DescendantFocus)
+    def _say_what_enter_does(self, event: events.DescendantFocus) -> None:
+        """Enter presses the focused button: the hint names it, whichever has the focus."""
+        if isinstance(event.widget, Button) and event.widget.id in self.choices:
+            label = self.choices[event.widget.id].label
+            self.query_one("#dialog-enter-hint", Static).update(plain(f"Enter: {label} · Tab: next · Esc: cancel"
+                                                                      f"{self.extra_keys}"))
+
+    @property
+    def extra_keys(self) -> str:
+        """Keys beside Enter and Esc, for the hint."""
+        return ""
 
     @on(Button.Pressed)
     def _chosen(self, event: Button.Pressed) -> None:
@@ -73,6 +87,11 @@ class ConfirmModal(ConfirmScreen[bool]):
     def __init__(self, title: str, body: str, yes: str, *, danger: bool = True, id: str | None = None) -> None:
         super().__init__(title, body, [Choice("Cancel", False, "default", "no"),
                                        Choice(yes, True, "error" if danger else "primary", "ok")], id=id)
+        self.yes = yes
+
+    @property
+    def extra_keys(self) -> str:
+        return f" · y: {self.yes}"
 
 
 class PathPromptScreen(ModalScreen[Path | None]):
