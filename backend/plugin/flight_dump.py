@@ -34,7 +34,7 @@ def start_dump_listener(run_dir: Path, rank: int) -> threading.Thread | None:
 
 def _listen(fifo: Path, out: Path) -> None:
     import torch.distributed as dist
-    from torch._C._distributed_c10d import _dump_fr_trace_json
+    from torch._C._distributed_c10d import _dump_fr_trace_json  # type: ignore[attr-defined]
 
     while True:
         try:

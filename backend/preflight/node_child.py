@@ -55,15 +55,13 @@ def main(ask: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"another machine already joined as machine_rank {rank}", "stage": "ranks"}
     token = secrets.token_hex(8)
     folder = Path(ask["output_dir"]) / TOKEN_DIR
-    mine = folder / f"{rank}-{token}"
+    mine: Path | None = folder / f"{rank}-{token}"
+    token_error: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        mine.write_text(socket.gethostname())
+        (folder / f"{rank}-{token}").write_text(socket.gethostname())
     except OSError as err:
-        mine = None  # type: ignore[assignment]
-        token_error = str(err)
-    else:
-        token_error = None
+        mine, token_error = None, str(err)
     store.set(f"facts/{rank}", json.dumps(facts(ask, token)))
     try:
         store.wait([f"facts/{k}" for k in range(machines)], timeout)

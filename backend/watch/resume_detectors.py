@@ -13,6 +13,7 @@ A clean resume is said once (`clean`), for the watchdog to write in the run's lo
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from backend.contract.events import Event, Log, RunBegin
 from backend.watch.finding import Finding, rank0_log
@@ -52,7 +53,8 @@ class ResumeDetector:
                         {"start_step": 0, "step_before_stop": last})]
 
     def _judge(self) -> list[Finding]:
-        said, evidence = [], {"start_step": self.start_step, "steps_after": [e.step for e in self.after],
+        said: list[str] = []
+        evidence: dict[str, Any] = {"start_step": self.start_step, "steps_after": [e.step for e in self.after],
                               "steps_before": [e.step for e in self.before[-10:]]}
         for check in (self._loss, self._learning_rate, self._epoch):
             text, numbers = check()
@@ -68,7 +70,7 @@ class ResumeDetector:
                       f"{_g(evidence.get('lr_after'))} continuing {_g(evidence.get('lr_expected'))})")
         return []
 
-    def _loss(self) -> tuple[str | None, dict[str, float]]:
+    def _loss(self) -> tuple[str | None, dict[str, Any]]:
         before = [e.loss for e in self.before[-10:] if e.loss is not None]
         after = [e.loss for e in self.after if e.loss is not None]
         if not before or not after:
@@ -80,7 +82,7 @@ class ResumeDetector:
                     numbers)
         return None, numbers
 
-    def _learning_rate(self) -> tuple[str | None, dict[str, float]]:
+    def _learning_rate(self) -> tuple[str | None, dict[str, Any]]:
         first = self.after[0]
         if first.learning_rate is None or first.step is None:
             return None, {}
@@ -100,7 +102,7 @@ class ResumeDetector:
         return (f"learning rate {now:.3g} at step {first.step} against {expected:.3g} at step {ref.step} before the "
                 f"stop ({ratio:.0%}): {what}", numbers)
 
-    def _epoch(self) -> tuple[str | None, dict[str, float]]:
+    def _epoch(self) -> tuple[str | None, dict[str, Any]]:
         known = [e for e in self.before if e.epoch is not None and e.step is not None]
         first = self.after[0]
         if len(known) < 2 or first.epoch is None or first.step is None or known[-1].step == known[0].step:
