@@ -30,11 +30,19 @@ def test_resume_of_a_finished_run_is_refused_and_its_checkpoints_stay(workspace:
     assert run_marker(run.path).processes() == []
 
 
-def test_resume_is_refused_for_any_status_but_stopped_failed_or_lost(workspace: Path) -> None:
+@pytest.mark.parametrize(("status", "said"), [
+    ("starting", "is starting; stop it first"),
+    ("running", "is running; stop it first"),
+    ("stopping", "is stopping; stop it first"),
+    ("damaged", "is damaged; only a stopped, failed or lost (unknown) run can be resumed"),
+])
+def test_resume_is_refused_for_any_status_but_stopped_failed_or_lost(workspace: Path, status: str, said: str) -> None:
     # lost (unknown, every process proven gone: a crash, a reboot) resumes: tests/runs/test_launch_and_resume_faults.py
-    run = h.fake_run(workspace, status="starting", checkpoints=(5,))
-    with pytest.raises(RunRefused, match="is "):
+    run = h.fake_run(workspace, status=status, checkpoints=(5,))
+    with pytest.raises(RunRefused) as refused:
         resume_run(run)
+    assert str(refused.value) == f"run {run.run_id} {said}"
+    assert run.read_state().status == status and run.read_state().attempt == 1  # nothing started
 
 
 def test_two_resumes_at_once_start_one_supervisor(workspace: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 
@@ -11,13 +10,15 @@ from run_fixtures import wait_for
 from textual.widgets import Input
 
 from backend.contract.events import read_all
+from backend.rundir.index import known_folders
 from backend.rundir.layout import RunFolder
-from backend.runs.index import known_folders
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
+from tests.timing import limit_text, scaled
 from tests.tui.conftest import QUICKSTART, settle
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmScreen
+from tui.screens.monitor import MonitorScreen
 
 MAX_STEPS = 12
 
@@ -49,21 +50,19 @@ async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_mode
         assert isinstance(app.screen, ConfirmScreen)
         assert f"{MAX_STEPS} steps" in app.screen.body
         await pilot.press("enter")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not opened and time.monotonic() < deadline:
             await pilot.pause(0.2)
-        assert opened, "the launch never reached open_run"
+        assert opened, f"waited {limit_text(60)} for the launch to reach open_run"
         run = RunFolder(opened[0])
         try:
             assert run.path.parent == isolated_runs and run.path in known_folders()
             assert run.read_profile().training.max_steps == MAX_STEPS
             assert refresh(run).status in ("starting", "running", "finished")
-            if importlib.util.find_spec("tui.screens.monitor") is not None:
-                from tui.screens.monitor import MonitorScreen
-
-                await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run's monitor")
+            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run's monitor")
+            assert app.screen.feed.run.path == run.path  # the monitor of this run, not of another one
             # the run is real: it trains to the step count set in the form
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + scaled(180)
             while refresh(run).is_active and time.monotonic() < deadline:
                 await pilot.pause(0.5)
             state = refresh(run)

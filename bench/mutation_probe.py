@@ -1,0 +1,151 @@
+"""Mutation probe: do the tests fail when a promise breaks? (#36)
+
+Each break below is a small text patch to a promised behaviour. The probe copies the tree (tracked and
+untracked files git does not ignore: never the working tree itself, where others may be editing) into a
+scratch folder, applies one break at a time, runs only the tests that claim the promise, puts the file
+back, and prints caught / NOT CAUGHT per break. A break whose text is no longer in its file is reported
+as "stale" (the code moved: update the break), never silently skipped.
+
+    .venv/bin/python bench/mutation_probe.py              # every break
+    .venv/bin/python bench/mutation_probe.py golden-newest-only chat-adapter-ignored
+    .venv/bin/python bench/mutation_probe.py --baseline   # first check the claimed tests pass unbroken
+    .venv/bin/python bench/mutation_probe.py --list
+
+Exit status: 0 when every break was caught (and every baseline passed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Break:
+    id: str
+    promise: str
+    path: str  # relative to the repository
+    old: str  # must occur exactly once in the file
+    new: str
+    tests: tuple[str, ...]  # pytest arguments: node ids, files, -k expressions
+
+
+BREAKS: tuple[Break, ...] = (
+    Break("golden-newest-only", "one golden job answers every checkpoint still without answers",
+          "backend/golden/job.py", "            steps.append(step)\n    return steps\n",
+          "            steps.append(step)\n    return steps[-1:]\n",
+          ("tests/scoreboard/test_golden_several_missing.py",)),
+    Break("resume-refusal-reason", "resume of an active run is refused with 'stop it first'",
+          "backend/runs/resume.py", 'hint = "stop it first" if state.is_active else',
+          'hint = "stop it first" if not state.is_active else',
+          ("tests/faults/test_4_5_one_controller.py", "-k", "any_status")),
+    Break("backend-imports-textual", "no backend module loads Textual when imported",
+          "backend/core/units.py", "from __future__ import annotations\n",
+          "from __future__ import annotations\n\nimport textual  # noqa: F401\n",
+          ("tests/test_import_hygiene.py",)),
+    Break("cli-imports-torch", "the CLI starts without torch",
+          "backend/cli/common.py", "from __future__ import annotations\n",
+          "from __future__ import annotations\n\nimport torch  # noqa: F401\n",
+          ("tests/test_import_hygiene.py",)),
+    Break("data-tab-raw-controls", "the Data tab never draws a bidi override or a C1 control raw",
+          "backend/core/safe_text.py", "def visible(", "def _visible_unused(",
+          ("tests/tui/test_dataset_tab.py", "-k", "controls")),
+    Break("parity-last-divergence", "parity reports the FIRST row where the two models differ",
+          "backend/ship/parity.py", "first = next(", "first = next(reversed(list(",
+          ("tests/export_model/test_export_model.py", "-k", "first_divergence")),
+    Break("chat-checkpoint-not-loaded", "`chat RUN --checkpoint N` answers with checkpoint-N's adapter",
+          "backend/chat/worker.py", "adapters=", "adapters=[] or ",
+          ("tests/promises/test_chat_cli.py", "-k", "checkpoint")),
+)
+
+
+def scratch_copy(into: Path) -> Path:
+    """The tree as git sees it (tracked + untracked, not ignored), copied under `into`."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    tree = into / "tree"
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file() and not source.is_symlink():
+            target = tree / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return tree
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", "-p", "no:cacheprovider", "--no-header",
+            "-o", "addopts=", *tests]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        return 124, f"timed out after {timeout:.0f} s: {err.cmd}", time.monotonic() - began
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - began
+
+
+def first_failure(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(("E ", "FAILED", "ERROR")):
+            return line.strip()[:160]
+    return output.strip().splitlines()[-1][:160] if output.strip() else ""
+
+
+def probe(tree: Path, item: Break, baseline: bool, timeout: float) -> bool:
+    path = tree / item.path
+    original = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if original.count(item.old) != 1:
+        print(f"{item.id:30} stale       {item.path} holds the break's text {original.count(item.old)} times")
+        return False
+    if baseline:
+        code, output, seconds = run_tests(tree, item.tests, timeout)
+        if code != 0:
+            print(f"{item.id:30} BASELINE FAILS ({seconds:.0f} s) unbroken: {first_failure(output)}")
+            return False
+    path.write_text(original.replace(item.old, item.new), encoding="utf-8")
+    try:
+        code, output, seconds = run_tests(tree, item.tests, timeout)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    caught = code not in (0, 5)  # 5: no test collected, which catches nothing
+    verdict = "caught" if caught else "NOT CAUGHT"
+    print(f"{item.id:30} {verdict:11} ({seconds:.0f} s) {item.promise}" + (f"\n{'':43}{first_failure(output)}"
+                                                                         if caught else ""))
+    return caught
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("ids", nargs="*", help="breaks to probe (default: all)")
+    parser.add_argument("--baseline", action="store_true", help="check the claimed tests pass before each break")
+    parser.add_argument("--list", action="store_true", help="list the breaks and exit")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
+    args = parser.parse_args()
+    known = {b.id: b for b in BREAKS}
+    unknown = [i for i in args.ids if i not in known]
+    if unknown:
+        parser.error(f"unknown break(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    chosen = [known[i] for i in args.ids] or list(BREAKS)
+    if args.list:
+        for item in chosen:
+            print(f"{item.id:30} {item.path}: {item.promise}\n{'':31}tests: {' '.join(item.tests)}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="mutation-probe-") as scratch:
+        tree = scratch_copy(Path(scratch))
+        results = [probe(tree, item, args.baseline, args.timeout) for item in chosen]
+    print(f"\n{sum(results)} of {len(results)} breaks caught")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
