@@ -235,7 +235,7 @@ class Terminal:
 def finished_runs(workspace: Path) -> list[Path]:
     """Two finished runs of the embedded model (recorded fixtures), registered in the run index. The
     newest (quickstart-short) is the list's first row: its monitor is measured; both are compared."""
-    from backend.runs import index
+    from backend.rundir import index
 
     folders = []
     for name in FINISHED_RUNS:

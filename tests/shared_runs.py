@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from backend.core.fs import file_lock, write_text_atomic
+from backend.rundir import index
 from backend.rundir.layout import RunFolder
-from backend.runs import index
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def merged_models(run_dirs: Iterable[Path] | None = None) -> list[MergedModel]:
     Found through the runs' finished merge jobs (so a model merged to --output elsewhere is
     listed) and the runs' merged/ folders (so one whose job folder was removed is too)."""
     if run_dirs is None:
-        from backend.runs import index
+        from backend.rundir import index
 
         run_dirs = index.known_folders()
     found: dict[Path, MergedModel] = {}

@@ -19,9 +19,9 @@ from backend.contract.events import Event, EventReader, Log, RunBegin, RunEnd
 from backend.core.safe_text import visible
 from backend.core.tail import Tail, last_lines
 from backend.core.units import duration
+from backend.rundir import index
 from backend.rundir.layout import RunFolder, RunState
 from backend.rundir.startup import Startup, read_startup
-from backend.runs import index
 from backend.runs.delete import delete_run
 from backend.runs.errors import LaunchRefused, RunNotFound
 from backend.runs.lookup import find_run

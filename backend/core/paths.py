@@ -36,6 +36,12 @@ def data_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir("finetune-workbench"))
 
 
+def workspace_dir() -> Path:
+    """Where new run folders go; WORKBENCH_WORKSPACE chooses another place."""
+    override = os.environ.get("WORKBENCH_WORKSPACE")
+    return Path(override).expanduser().resolve() if override else data_dir() / "runs"
+
+
 def is_builtin(ref: str) -> bool:
     return ref.startswith(BUILTIN_PREFIX)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from backend.cluster.slurm_job import JOB_FILE_NAME
 from backend.core.fs import write_text_atomic
-from backend.core.paths import is_builtin
+from backend.core.paths import is_builtin, workspace_dir
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.core.shell_words import ShellVar, export_lines, render_command, substitute
 from backend.hardware.machine import GpuInfo, HardwareInfo
@@ -45,8 +45,8 @@ from backend.launch.validate import Problem, errors, validate
 from backend.launchers.shell import write_script
 from backend.models.refs import resolve_model
 from backend.profile import LaunchProfile
-from backend.rundir.layout import RunFolder, RunState, new_run_id, workspace_dir
-from backend.runs import index
+from backend.rundir import index
+from backend.rundir.layout import RunFolder, RunState, new_run_id
 from backend.runs.errors import LaunchRefused
 from backend.runs.start import write_run_files
 

@@ -185,7 +185,7 @@ def _profile_or_none(entry: Entry) -> Any:
 def _adopt_or_retry(queue: QueueFile, entry: Entry) -> None:
     """An entry left `starting` by a keeper killed mid-launch: the run of its name made since its start
     and claimed by no other entry, else waiting again (it never started)."""
-    from backend.runs import index
+    from backend.rundir import index
 
     since = (entry.started_at or 0) - 1
     claimed = {str(Path(e.run_dir).resolve()) for e in queue.entries if e.run_dir}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import time
@@ -31,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 from backend.contract.events import EVENTS_FILE_NAME
 from backend.core import process_identity as identity
 from backend.core.fs import LockTimeout, file_lock, write_text_atomic
-from backend.core.paths import data_dir
+from backend.core.paths import workspace_dir
 from backend.core.process_identity import current_boot_id, this_host
 from backend.core.tail import last_lines, lines_before
 from backend.profile import LaunchProfile, load_profile
@@ -95,12 +94,6 @@ class FolderBusy(ValueError):
 
 class FolderNotWritable(ValueError):
     """The run folder cannot be written (read-only, permissions, disk full)."""
-
-
-def workspace_dir() -> Path:
-    """Where new run folders go; WORKBENCH_WORKSPACE chooses another place."""
-    override = os.environ.get("WORKBENCH_WORKSPACE")
-    return Path(override).expanduser().resolve() if override else data_dir() / "runs"
 
 
 def preview_dir(profile_name: str) -> Path:

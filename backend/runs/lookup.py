@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.rundir import index
 from backend.rundir.layout import RunFolder
-from backend.runs import index
 from backend.runs.errors import RunNotFound
 from backend.runs.status import refresh
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core.fs import write_text_atomic
-from backend.core.paths import is_builtin
+from backend.core.paths import is_builtin, workspace_dir
 from backend.core.process_identity import run_marker
 from backend.core.units import size
 from backend.data.files import hostile_dataset
@@ -24,10 +24,10 @@ from backend.launch.launcher_config import uses_cpu
 from backend.launch.validate import Problem, errors, validate
 from backend.models.refs import local_path, resolve_model
 from backend.profile import LaunchProfile, save_profile
-from backend.rundir.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id, workspace_dir
+from backend.rundir import index
+from backend.rundir.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id
 from backend.rundir.process import start_detached, supervisor_argv
 from backend.rundir.world import World, world_of, write_world
-from backend.runs import index
 from backend.runs.errors import LaunchRefused
 from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
 

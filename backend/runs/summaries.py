@@ -23,10 +23,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.core.paths import workspace_dir
 from backend.core.process_identity import marked_folders
 from backend.core.tail import FileMark, mark
-from backend.rundir.layout import RunFolder, RunState, workspace_dir
-from backend.runs import index
+from backend.rundir import index
+from backend.rundir.layout import RunFolder, RunState
 from backend.runs.attempts import attempt_text, link_path
 from backend.runs.status import last_log_event, refresh
 

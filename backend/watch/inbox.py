@@ -1,8 +1,8 @@
 """What the user has not seen yet, across all runs, and the one-line status for tmux / a prompt.
 
 Light on purpose: `workbench status --line` runs every few seconds from tmux's status bar, so this
-module uses the stdlib, backend.core.paths and backend.core.tail only (no pydantic, no psutil; backend.contract.events and
-its msgspec only when a run is active). It finds run folders as `backend.runs.index.known_folders`
+module uses the stdlib, backend.core and backend.rundir.index only (no pydantic, no psutil; backend.contract.events and
+its msgspec only when a run is active). It finds run folders as `backend.rundir.index.known_folders`
 does (the index file and the workspace; a test checks they agree) and reads state.json, the tail of
 events.jsonl (typed events) and alerts.jsonl.
 
@@ -24,6 +24,7 @@ from backend.core.paths import data_dir
 from backend.core.safe_text import visible
 from backend.core.tail import Tail
 from backend.core.units import duration
+from backend.rundir import index
 
 if TYPE_CHECKING:
     from backend.contract.events import Log
@@ -32,32 +33,10 @@ ACTIVE = ("starting", "running", "stopping")
 SEEN_FILE = "inbox_seen.json"
 
 
-def _workspace() -> Path:
-    override = os.environ.get("WORKBENCH_WORKSPACE")
-    return Path(override).expanduser().resolve() if override else data_dir() / "runs"
-
-
 def run_folders() -> list[Path]:
     """Every run folder with a state.json: the index's and the workspace's (strings and os.path:
     pathlib's resolve costs more than the rest of the status line)."""
-    seen: dict[str, None] = {}
-    try:
-        with open(data_dir() / "runs.jsonl", "rb") as handle:
-            for raw in handle.read(64 * 2**20).split(b"\n"):
-                try:
-                    path = json.loads(raw)["path"]
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if isinstance(path, str) and path:
-                    seen.setdefault(path, None)
-    except OSError:
-        pass
-    try:
-        workspace = os.path.realpath(_workspace())
-        for entry in os.scandir(workspace):
-            seen.setdefault(entry.path, None)
-    except OSError:
-        pass
+    seen = dict.fromkeys([*index.indexed_paths()[0], *index.workspace_paths()])
     return [Path(path) for path in seen if os.path.isfile(os.path.join(path, "state.json"))]
 
 

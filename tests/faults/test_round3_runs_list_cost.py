@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs import index
+from backend.rundir import index
 from tests.faults import helpers as h
 
 

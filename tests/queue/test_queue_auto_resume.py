@@ -50,7 +50,7 @@ def test_a_queued_run_cut_by_a_reboot_is_resumed_by_the_keeper_then_given_up(iso
 
 
 def test_an_entry_left_starting_by_a_killed_keeper_adopts_its_run_never_starts_it_twice(isolated_runs: Path) -> None:
-    from backend.runs import index
+    from backend.rundir import index
 
     isolated_runs.mkdir(parents=True, exist_ok=True)
     folder = isolated_runs.parent / "data" / "queue"

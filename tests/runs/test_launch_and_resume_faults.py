@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from backend.core.process_identity import current_boot_id
-from backend.runs import index, start
+from backend.rundir import index
+from backend.runs import start
 from backend.runs.errors import LaunchRefused, RunRefused
 from backend.runs.outputs import output_dir_problem
 from backend.runs.resume import resume_run

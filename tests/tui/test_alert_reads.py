@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.notifications import Notify
 
 import tui.widgets.alerts_panel as alerts_panel
-from backend.runs import index
+from backend.rundir import index
 from tests.tui.conftest import shown
 from tui.app import WorkbenchApp
 from tui.widgets.alerts_panel import AlertsPanel

@@ -14,7 +14,7 @@ from pathlib import Path
 from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait_for
 from textual.pilot import Pilot
 
-from backend.runs import index
+from backend.rundir import index
 from tests.timing import scaled
 from tui.app import WorkbenchApp
 from tui.screens.runs import RunsScreen

@@ -312,7 +312,7 @@ async def test_alert_steps_are_marked_on_the_loss_plot(tmp_path: Path, isolated_
 
 
 async def test_the_open_monitor_lists_its_runs_alerts_without_a_toast(tmp_path: Path, isolated_runs: Path) -> None:
-    from backend.runs import index
+    from backend.rundir import index
 
     shown, other = fixture_run(tmp_path, "cpu-fp16-overflow"), fixture_run(tmp_path, "quickstart-short")
     for run in (shown, other):

@@ -14,8 +14,8 @@ import pytest
 
 from backend.contract.events import read_all
 from backend.core.process_identity import run_processes
+from backend.rundir.index import known_folders
 from backend.rundir.layout import RunFolder
-from backend.runs.index import known_folders
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.runs.helpers import first_log_at, log_events, quick_profile, wait_for

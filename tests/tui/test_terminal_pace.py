@@ -21,7 +21,7 @@ from pathlib import Path
 
 from run_fixtures import FixedSystem, fixture_run, open_monitor, wait_for
 
-from backend.runs import index
+from backend.rundir import index
 from tests.timing import scaled, wait_until
 from tui.app import WorkbenchApp
 from tui.screens.monitor import KEEP_GOING

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from backend.core.process_identity import RUN_MARKER_ENV
-from backend.runs import index
+from backend.rundir import index
 from backend.watch import inbox
 from tests.timing import scaled
 

@@ -4,20 +4,28 @@ One JSON line per registered folder in `<data dir>/runs.jsonl`, appended with a 
 write (safe for concurrent launchers). Folders under the workspace are found by a scan
 too, so a lost index line never hides a run. A damaged line (not JSON, not UTF-8, no path)
 is skipped and reported by `index_problems`, never fatal; the scans are bounded.
+
+The index is read by one rule, `indexed_paths`, for the runs list and for `workbench status --line`
+(backend.watch.inbox), which must stay light: this module imports the stdlib and backend.core only
+at its top.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from backend.core.fs import write_bytes_atomic
-from backend.core.paths import data_dir
-from backend.rundir.layout import RunFolder, workspace_dir
+from backend.core.fs import file_lock, write_bytes_atomic
+from backend.core.paths import data_dir, workspace_dir
+
+if TYPE_CHECKING:
+    from backend.rundir.layout import RunFolder
+
+LOCK_WAIT_S = 30.0  # forget rewrites the file: a stuck holder is a LockTimeout, never a hang
 
 
 def index_path() -> Path:
@@ -28,9 +36,7 @@ def index_path() -> Path:
 def _locked() -> Iterator[Path]:
     """The index file, held against a concurrent `forget` (appends are single writes anyway)."""
     path = index_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(path.with_name(path.name + ".lock"), wait=LOCK_WAIT_S, make_parent=True):
         yield path
 
 
@@ -71,8 +77,8 @@ MAX_WORKSPACE_ENTRIES = 100_000
 MAX_PATH_CHARS = 4096
 
 
-def _indexed() -> tuple[list[Path], list[str]]:
-    """Folders named by the index, and one line per damaged index line."""
+def indexed_paths() -> tuple[list[str], list[str]]:
+    """The folder paths the index names, as written, and one line per damaged index line."""
     path = index_path()
     problems: list[str] = []
     try:
@@ -85,7 +91,7 @@ def _indexed() -> tuple[list[Path], list[str]]:
     if len(data) > MAX_INDEX_BYTES:
         problems.append(f"{path}: only the first {MAX_INDEX_BYTES:,} bytes were read")
         data = data[:MAX_INDEX_BYTES]
-    folders: list[Path] = []
+    folders: list[str] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -103,13 +109,27 @@ def _indexed() -> tuple[list[Path], list[str]]:
         if why:
             problems.append(f"damaged: {path} line {number}: {why}; skipped")
         else:
-            folders.append(Path(recorded))
+            folders.append(recorded)
     return folders, problems
+
+
+def workspace_paths() -> list[str]:
+    """The entries of the workspace folder (bounded), as paths; none when it cannot be listed."""
+    found: list[str] = []
+    try:
+        with os.scandir(workspace_dir()) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_WORKSPACE_ENTRIES:
+                    break
+                found.append(entry.path)
+    except OSError:
+        pass
+    return found
 
 
 def index_problems() -> list[str]:
     """One line per damaged line of the index (shown by `runs`; the other runs are still listed)."""
-    return _indexed()[1]
+    return indexed_paths()[1]
 
 
 def known_folders() -> list[Path]:
@@ -121,20 +141,14 @@ def known_runs() -> list[RunFolder]:
     """`known_folders` as RunFolders, each path resolved once (the runs list asks every 2 s, and each
     resolve costs a system call per part of the path)."""
     seen: dict[Path, RunFolder] = {}
-    for folder in _indexed()[0]:
-        _add_run(seen, folder)
-    workspace = workspace_dir()
-    try:
-        for count, child in enumerate(workspace.iterdir() if workspace.is_dir() else ()):
-            if count >= MAX_WORKSPACE_ENTRIES:
-                break
-            _add_run(seen, child)
-    except OSError:
-        pass
+    for folder in [*indexed_paths()[0], *workspace_paths()]:
+        _add_run(seen, Path(folder))
     return list(seen.values())
 
 
 def _add_run(seen: dict[Path, RunFolder], folder: Path) -> None:
+    from backend.rundir.layout import RunFolder  # pydantic: not on `status --line`'s path
+
     try:
         run = RunFolder(folder)
         if run.path not in seen and run.exists():
