@@ -13,7 +13,7 @@ from pathlib import Path
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.validation import Integer, Number
 from textual.widgets import Footer, Input, Label
@@ -21,6 +21,20 @@ from textual.widgets import Footer, Input, Label
 from backend.chat.protocol import GenerationSettings
 from backend.checkpoints.targets import ModelTarget, resolve_target
 from tui.widgets.chat_pane import ChatPane
+
+
+def builtin_model(target: ModelTarget) -> bool:
+    """Whether `target` is the built-in demo model (or a fine-tune of it)."""
+    from backend.models.demo.build import BUILTIN_MODELS, builtin_model_path
+
+    model = Path(target.model).expanduser().resolve()
+    return any(model == builtin_model_path(name).resolve() for name in BUILTIN_MODELS)
+
+
+def default_temperature(target: ModelTarget) -> str:
+    """Greedy for the built-in demo model: sampled, its tiny vocabulary answers in broken mixed scripts, and the
+    first chat should show what training did; elsewhere the sampling most chat models ship with."""
+    return "0" if builtin_model(target) else "0.7"
 
 
 class ChatScreen(Screen[None]):
@@ -52,12 +66,17 @@ class ChatScreen(Screen[None]):
         with Horizontal(id="chat-body"):
             role = "fine-tuned" if self.target.base() is not None else "model"
             yield Horizontal(ChatPane(self.target, role, id="pane-tuned"), id="panes")
-            with Vertical(id="chat-settings"):
+            with VerticalScroll(id="chat-settings"):  # scrolls at 80x24
                 yield Label("Settings", classes="settings-title")
                 yield Label("System prompt (empty: the template's)")
                 yield Input(id="system", placeholder="template default")
-                yield Label("Temperature (0 = greedy)")
-                yield Input("0.7", id="temperature", type="number", validators=[Number(0.0, 2.0)])
+                if builtin_model(self.target):
+                    yield Label("Temperature (0 = greedy: the default for the built-in demo model, whose "
+                                "samples are noise)", id="temperature-label")
+                else:
+                    yield Label("Temperature (0 = greedy)", id="temperature-label")
+                yield Input(default_temperature(self.target), id="temperature", type="number",
+                            validators=[Number(0.0, 2.0)])
                 yield Label("Top-p (0-1]")
                 yield Input("0.9", id="top-p", type="number", validators=[Number(0.0001, 1.0)])
                 yield Label("Max new tokens")
