@@ -10,11 +10,13 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from backend.chat.client import ChatClient
 from backend.chat.protocol import ChatWorkerError, Chunk, Done, Failed, GenerationSettings, WorkerDied, printable
 from backend.checkpoints.targets import TargetError, resolve_target
 from backend.cli.common import console, err_console, fail, find_run_or_exit
+from backend.core.safe_text import visible
 from backend.jobs.job import JobFolder, list_jobs, refresh_job
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")]
@@ -106,12 +108,19 @@ def _print_results(path: Path, rows: int) -> None:
 def jobs(run_ref: RunArg) -> None:
     """List a run's merge and inference jobs."""
     run = find_run_or_exit(run_ref)
-    table = Table("job", "status", "progress", "result / reason", box=None)
-    for job in list_jobs(run.jobs_dir):
+    found = list_jobs(run.jobs_dir)
+    table = Table(box=None)
+    # a job id is what `workbench job` takes: never cut or wrapped, in any terminal; the reason wraps instead
+    table.add_column("job", no_wrap=True, min_width=max((len(visible(j.job_id)) for j in found), default=3))
+    table.add_column("status", no_wrap=True)
+    table.add_column("progress")
+    table.add_column("result / reason", overflow="fold")
+    for job in found:
         state = refresh_job(job)
         progress = job.progress()
         fraction = f"{progress.fraction:.0%} {progress.label}" if progress.fraction is not None else progress.label
-        table.add_row(job.job_id, state.status, fraction, state.result or state.failure_reason or "")
+        table.add_row(*(Text(visible(cell)) for cell in (job.job_id, state.status, fraction,
+                                                          state.result or state.failure_reason or "")))
     console.print(table)
 
 
