@@ -29,7 +29,7 @@ LABELS = {"imports": "starting swift (imports)", "model": "loading the model", "
           "first_step": "first step"}
 EVENTS_BYTES = 256 * 1024  # a starting run has written a few lines; more means it logged steps long ago
 LOG_BYTES = 256 * 1024  # swift's argument dump and the model's summary come before the first step
-_MAIN_STARTED = re.compile(r"\[INFO:swift\] Start time of running main: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
+MAIN_STARTED = re.compile(r"\[INFO:swift\] Start time of running main: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
 _PLUGIN_IMPORTED = "Successfully imported external_plugins"
 # a progress bar's state: "Map (num_proc=1):  40%|####      | 2/5 [...]" (tqdm rewrites it with \r)
 _MAP = re.compile(r"^(?:Map|Filter|Running tokenizer|Tokenizing)[^:|]*:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
@@ -75,10 +75,10 @@ def read_startup(run: RunFolder, run_started: float | None) -> Startup | None:
     if begun is not None:
         return Startup("first_step", begun.time, run_started)
     log = last_lines(run.log_path, LOG_BYTES).text
-    main = _MAIN_STARTED.findall(log)
+    main = MAIN_STARTED.findall(log)
     if main:
         rows = _last_count(log[log.rfind("Start time of running main"):], _MAP)
-        return Startup("dataset", _local_time(main[-1]), run_started, *rows, unit="rows")
+        return Startup("dataset", local_time(main[-1]), run_started, *rows, unit="rows")
     loading = next((e for e in events if isinstance(e, Phase) and e.phase == "model" and e.rank == 0), None)
     if loading is not None or _PLUGIN_IMPORTED in log:
         weights = _last_count(log, _WEIGHTS)
@@ -95,7 +95,7 @@ def _last_count(text: str, pattern: re.Pattern[str]) -> tuple[int | None, int | 
     return None, None
 
 
-def _local_time(text: str) -> float | None:
+def local_time(text: str) -> float | None:
     """swift's timestamp (local time of the machine it runs on: this one) as unix time."""
     try:
         return datetime.fromisoformat(text).timestamp()  # a naive datetime is taken as local time
