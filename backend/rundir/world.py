@@ -16,6 +16,8 @@ Stdlib + pydantic only (the layout imports this).
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -69,23 +71,39 @@ class WorldRecord(BaseModel):
         return Path(self.base_dir) if self.base_dir else None
 
 
+MAX_HASHED_BYTES = 64 * 2**30  # a dataset file larger than this is not hashed (reading it would take minutes)
+
+
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file's content, or 'missing' / 'unreadable'."""
-    digest = hashlib.sha256()
+    """The sha256 of a regular file's content, or 'missing' / 'unreadable' / 'not a regular file' /
+    'too large'. Opened without blocking and checked before it is read: a FIFO or a device (/dev/zero) is
+    never read."""
     try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(HASH_CHUNK):
-                digest.update(chunk)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return "missing"
     except OSError:
         return "unreadable"
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return "not a regular file"
+            if info.st_size > MAX_HASHED_BYTES:
+                return "too large"
+            digest = hashlib.sha256()
+            while chunk := handle.read(HASH_CHUNK):
+                digest.update(chunk)
+        except OSError:
+            return "unreadable"
     return digest.hexdigest()
 
 
-def hashed_files(argv: list[str]) -> list[Path]:
+def hashed_files(argv: list[str], existing: bool = True) -> list[Path]:
     """The files a run's swift command reads whose content matters to a resume: the model's config.json
-    and every local dataset file (`--dataset` / `--val_dataset` values; `path#N` takes N rows of it)."""
+    and every local dataset file (`--dataset` / `--val_dataset` values; `path#N` takes N rows of it).
+    `existing`: only those that are regular files now (at launch); False: every path named (at resume, where
+    a file gone since launch is said)."""
     files: list[Path] = []
     flag: str | None = None
     for word in argv:
@@ -93,14 +111,10 @@ def hashed_files(argv: list[str]) -> list[Path]:
             flag = word
             continue
         if flag == "--model":
-            config = Path(word) / "config.json"
-            if config.is_file():
-                files.append(config)
+            files.append(Path(word) / "config.json")
         elif flag in ("--dataset", "--val_dataset"):
-            path = Path(word.partition("#")[0])
-            if path.is_file():
-                files.append(path)
-    return files
+            files.append(Path(word.partition("#")[0]))
+    return [path for path in files if path.is_file()] if existing else files
 
 
 def world_of(nnodes: int, nproc_per_node: int, micro_batch: int, accumulation: int | None) -> World:
@@ -115,11 +129,41 @@ def write_world(path: Path, world: World, argv: list[str], base_dir: Path | None
     return record
 
 
-def read_world(path: Path) -> WorldRecord | None:
-    """The record, or None when there is none or it cannot be read (an older run: nothing to compare)."""
+class WorldUnreadable(ValueError):
+    """world.json is there but is not a world record (damaged or edited by hand): the message says why."""
+
+
+MAX_WORLD_BYTES = 4 * 2**20
+
+
+def load_world(path: Path) -> WorldRecord | None:
+    """The record; None only when there is none (an older run: nothing to compare). WorldUnreadable when the
+    file is there but cannot be read as one."""
     try:
-        return WorldRecord.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError):
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_WORLD_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise WorldUnreadable(f"{path.name} cannot be read ({err.strerror or err})") from None
+    if len(raw) > MAX_WORLD_BYTES:
+        raise WorldUnreadable(f"{path.name} is over {MAX_WORLD_BYTES // 2**20} MiB: not a world record")
+    try:
+        return WorldRecord.model_validate_json(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise WorldUnreadable(f"{path.name} is damaged: {where}: {first['msg']}") from None
+    except ValueError as err:
+        raise WorldUnreadable(f"{path.name} is damaged ({err})") from None
+
+
+def read_world(path: Path) -> WorldRecord | None:
+    """The record, or None when there is none or it cannot be read (the world size is then unknown; resume
+    uses load_world, which says why)."""
+    try:
+        return load_world(path)
+    except WorldUnreadable:
         return None
 
 
@@ -158,16 +202,23 @@ def what_changes(then: World, now: World) -> list[str]:
     return lines
 
 
-def changed_files(record: WorldRecord) -> list[str]:
-    """A warning for each file hashed at launch whose content differs now (or is gone)."""
-    warnings = []
+def changed_files(record: WorldRecord, argv: list[str]) -> list[str]:
+    """A warning for each file hashed at launch whose content differs now (or is gone). Only the files the
+    run's command `argv` names are looked at: any other entry of world.json (edited by hand) is not read."""
+    named = {str(path.absolute()) for path in hashed_files(argv, existing=False)}
+    warnings = [f"warning: {WORLD_FILE} names {name}, which the run's command does not read: not checked"
+                for name in record.hashes if name not in named]
     for name, then in record.hashes.items():
+        if name not in named:
+            continue
         now = file_sha256(Path(name))
         if now == then:
             continue
         kind = "the model's config.json" if Path(name).name == "config.json" else "dataset file"
         if now == "missing":
             warnings.append(f"warning: {kind} {name} is gone since launch")
+        elif now in ("unreadable", "not a regular file", "too large"):
+            warnings.append(f"warning: {kind} {name} is {now} now: not compared with the launch's")
         else:
             warnings.append(f"warning: {kind} {name} changed since launch (sha256 {then[:12]} at launch, "
                             f"{now[:12]} now)")

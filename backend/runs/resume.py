@@ -25,7 +25,15 @@ from backend.rundir.layout import (
     StateUnreadable,
 )
 from backend.rundir.process import start_detached, supervisor_argv
-from backend.rundir.world import World, changed_files, read_world, what_changes, world_differences
+from backend.rundir.world import (
+    World,
+    WorldUnreadable,
+    changed_files,
+    load_world,
+    read_world,
+    what_changes,
+    world_differences,
+)
 from backend.runs.errors import RunRefused
 from backend.runs.outputs import owner_of
 from backend.runs.start import profile_world, record_supervisor
@@ -46,14 +54,22 @@ def resume_run(run: RunFolder, *, allow_world_change: bool = False,
         raise RunRefused(f"cannot resume {run.run_id}: {err}") from None
 
 
-def resume_world_check(run: RunFolder, allow_world_change: bool) -> tuple[World | None, list[str]]:
+def resume_world_check(run: RunFolder, allow_world_change: bool, argv: list[str]) -> tuple[World | None, list[str]]:
     """The world now when it differs from the launch's and the change is allowed (the launch must be
     rebuilt), else None; and the lines to say (changed files, what a world change changes).
-    RunRefused with the exact difference when the world changed and that is not allowed."""
-    record = read_world(run.world_path)
+    RunRefused with the exact difference when the world changed and that is not allowed, and when world.json
+    is there but damaged (unless allowed: then the check is skipped, and said)."""
+    try:
+        record = load_world(run.world_path)
+    except WorldUnreadable as err:
+        if not allow_world_change:
+            raise RunRefused(f"cannot resume {run.run_id}: {err}, so the world the checkpoint was made in is "
+                             "unknown. Put world.json back, or resume with --allow-world-change to go on without "
+                             "the world check") from None
+        return None, [f"warning: {err}; the world check is skipped (--allow-world-change)"]
     if record is None:
         return None, []
-    notes = changed_files(record)
+    notes = changed_files(record, argv)
     try:
         now = profile_world(run.read_profile())
     except (OSError, ValueError) as err:
@@ -111,7 +127,7 @@ def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = F
     if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
         why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
         raise RunRefused(f"cannot resume {run.run_id}: {run.command_path.name} {why}, so the run's command is unknown")
-    new_world, notes = resume_world_check(run, allow_world_change)
+    new_world, notes = resume_world_check(run, allow_world_change, command["argv"])
     if new_world is not None:
         command = _rebuilt_command(run, command, new_world)
     argv = [a for a in command["argv"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,8 @@ def test_resume_skips_the_checkpoint_without_optimizer_and_says_why(short_lora_r
 
 def _world_run(workspace: Path, short_lora_run: RunFolder, nproc_now: int, data: Path | None = None) -> RunFolder:
     """A stopped run launched as one process (world.json by hand) whose profile.toml now asks for `nproc_now`."""
-    run = h.fake_run(workspace, status="stopped")
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", *(["--dataset", str(data)] if data else [])]
+    run = h.fake_run(workspace, status="stopped", argv=argv)  # the command names the data it reads (#34)
     _copy_real(short_lora_run, run, 4)
     profile = (SHIPPED_PROFILES_DIR / "quickstart.toml").read_text()
     if nproc_now != 1:
