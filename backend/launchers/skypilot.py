@@ -292,7 +292,7 @@ def _main_node(job: LaunchProfile, run: Any, base_dir: Path) -> int:
     from backend.hardware.machine import detect_hardware
     from backend.launch.command import build_launch
     from backend.launchers.slurm import resume_in_place
-    from backend.runs import index
+    from backend.rundir import index
     from backend.runs.start import write_run_files
     from backend.runs.supervise import supervise_run
 
@@ -304,8 +304,10 @@ def _main_node(job: LaunchProfile, run: Any, base_dir: Path) -> int:
     else:
         state = run.read_state()
         if state.status != "starting":
-            recovery = os.environ.get("SKYPILOT_TASK_ID", "")
-            resume_in_place(run, state, f"SkyPilot recovered the job on another instance ({visible(recovery, 120)})")
+            why = f"SkyPilot recovered the job on another instance ({visible(os.environ.get('SKYPILOT_TASK_ID'), 120)})"
+            with open(run.log_path, "a", encoding="utf-8") as log:  # stdout is SkyPilot's job log; say it here too
+                log.write(f"\n===== workbench: {why} =====\n")
+            resume_in_place(run, state, why)
     os.environ[RUN_MARKER_ENV] = str(run.path)
     return supervise_run(run)
 
@@ -354,8 +356,8 @@ def submit_skypilot(profile: LaunchProfile, options: SkyOptions, *, base_dir: Pa
     from backend.core.fs import write_text_atomic
     from backend.oracle.sky_task import check_task
     from backend.profile import save_profile
+    from backend.rundir import index
     from backend.rundir.layout import RunFolder, workspace_dir
-    from backend.runs import index
 
     export = export_skypilot(profile, options, base_dir=base_dir)
     check_task(export.text)
