@@ -57,14 +57,16 @@ BREAKS: tuple[Break, ...] = (
           "from __future__ import annotations\n\nimport torch  # noqa: F401\n",
           ("tests/test_import_hygiene.py",)),
     Break("data-tab-raw-controls", "the Data tab never draws a bidi override or a C1 control raw",
-          "backend/core/safe_text.py", "def visible(", "def _visible_unused(",
-          ("tests/tui/test_dataset_tab.py", "-k", "controls")),
+          "tui/widgets/dataset_details.py", 'text.append(visible(raw, limit=PREVIEW_CHARS) + "\\n")',
+          'text.append(raw[:PREVIEW_CHARS] + "\\n")',
+          ("tests/faults/test_round3_terminal_text.py", "-k", "data_tab")),
     Break("parity-last-divergence", "parity reports the FIRST row where the two models differ",
-          "backend/ship/parity.py", "first = next(", "first = next(reversed(list(",
-          ("tests/export_model/test_export_model.py", "-k", "first_divergence")),
+          "backend/ship/parity.py", "        if first is None:\n            tokens_a", "        if True:\n            tokens_a",
+          ("tests/export_model/test_export_model.py", "-k", "broken_export")),
     Break("chat-checkpoint-not-loaded", "`chat RUN --checkpoint N` answers with checkpoint-N's adapter",
-          "backend/chat/worker.py", "adapters=", "adapters=[] or ",
-          ("tests/promises/test_chat_cli.py", "-k", "checkpoint")),
+          "backend/chat/worker.py", "TransformersEngine(args.model, adapters=args.adapters or None,",
+          "TransformersEngine(args.model, adapters=None,",
+          ("tests/promises/test_chat_cli.py", "-m", "slow")),
 )
 
 

@@ -23,6 +23,17 @@ def pytest_configure(config: pytest.Config) -> None:
     time_factor()
 
 
+SHARED_TRAININGS = {"quill_run", "short_lora_run", "quickstart_cli_run"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that needs one of the session's real trainings (directly or through another fixture) is slow,
+    marked or not: `pytest -m "not slow"` (the quick tier) never trains."""
+    for item in items:
+        if SHARED_TRAININGS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"wall-clock limits x {time_factor():g} ({FACTOR_ENV}; tests/timing.py)"
 

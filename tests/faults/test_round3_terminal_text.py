@@ -24,8 +24,8 @@ from backend.profile import load_profile
 from backend.rundir.diagnose import Diagnosis
 from tests.fakes import CPU_BOX
 from tests.timing import scaled
-from tests.tui.conftest import shown
-from tui.widgets.dataset_details import report_text
+from tests.tui.conftest import shown, until_shown
+from tui.widgets.dataset_details import DataQuery, DatasetSummary, report_text
 from tui.widgets.log_tail import LogTail
 
 CLEAR, TITLE = "\x1b[2J", "\x1b]0;TITLE\x07"
@@ -44,6 +44,28 @@ def test_the_data_tab_preview_shows_a_rows_escapes(tmp_path: Path) -> None:
     assert not _raw(shown_text)
     # the first look shows the record's JSON, where JSON itself escapes control characters
     assert '"content": "hi \\u001b[2J there"' in shown_text and '"content": "ok \\u001b]0;TITLE\\u0007"' in shown_text
+
+
+class _DataTab(App[None]):
+    def compose(self) -> ComposeResult:
+        yield DatasetSummary()
+
+
+async def test_the_data_tab_draws_a_bidi_override_and_a_c1_control_as_escapes(tmp_path: Path) -> None:
+    """JSON escapes C0 controls by itself; U+202E (right-to-left override: the rest of the line reversed)
+    and U+009B (the one-byte CSI of C1 terminals) it leaves as they are, so the Data tab must escape them."""
+    data = tmp_path / "bidi.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "abc\u202edef"},
+                                             {"role": "assistant", "content": "x\u009b2Jy"}]},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    app = _DataTab()
+    async with app.run_test(size=(160, 20)) as pilot:
+        summary = app.query_one(DatasetSummary)
+        summary.question = DataQuery((str(data),), tmp_path)
+        drawn = await until_shown(pilot, summary, "record 1:", timeout=30)
+        assert '"content": "abc\\u202edef"' in drawn and '"content": "x\\x9b2Jy"' in drawn
+        for strip in summary.render_lines(summary.region.reset_offset):
+            assert "\u202e" not in strip.text and "\x9b" not in strip.text
 
 
 def test_data_show_and_inspect_show_escapes() -> None:

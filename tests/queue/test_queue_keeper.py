@@ -22,6 +22,7 @@ from backend.rundir.layout import RunFolder
 from backend.runs.attempts import attempt_text
 from tests.runs.helpers import quick_profile, wait_for, workbench
 
+pytestmark = pytest.mark.slow  # the keeper starts real trainings
 FAST = {"max_steps": 1, "save_steps": 1, "logging_steps": 1}  # ends before the OOM hook's step 2
 
 

@@ -14,6 +14,8 @@ from backend.rundir.layout import RunFolder
 from tests.runs.helpers import quick_profile, wait_for
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
+pytestmark = pytest.mark.slow  # two real one-step trainings
+
 
 def test_queued_runs_go_on_after_the_terminal_that_queued_them_hangs_up(
         isolated_runs: Path, tiny_model: Path, tmp_path: Path) -> None:
