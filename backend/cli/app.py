@@ -54,6 +54,7 @@ def full_app() -> typer.Typer:
     if not app.registered_commands:
         import backend.cli.checkpoints as checkpoints
         import backend.cli.data as data
+        import backend.cli.doctor as doctor
         import backend.cli.estimate as estimate
         import backend.cli.evaluate as evaluate
         import backend.cli.export as export
@@ -69,6 +70,6 @@ def full_app() -> typer.Typer:
         import backend.cli.watch as watch
 
         for module in (profiles, runs, save, estimate, jobs, checkpoints, golden, export, export_model, watch, data,
-                       queue, evaluate, signals, preflight):
+                       queue, evaluate, signals, doctor, preflight):
             module.register(app)
     return app

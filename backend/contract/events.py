@@ -143,9 +143,41 @@ class Phase(_Event, tag="phase", frozen=True):
     phase: str
 
 
-Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, Phase]
+class StepTime(_Event, tag="step_time", frozen=True):
+    """Where the time of the optimizer steps since the last such event went, on this rank (seconds; the
+    throughput doctor, #38), written at each log and at the run's end. Inside a step: waiting for the data
+    loader (`data_wait`), forward and backward of every micro-batch, the optimizer step, and the rest
+    (clipping, scheduler). Between steps: logging, evaluation, checkpoint saving, and anything else.
+    `clock`: "cuda_events" (forward/backward and optimizer timed on the GPU) or "host". Tokens from the
+    batches' attention masks: real (attended) and padded; `real_tokens_sq`: the sum of each row's real length
+    squared (attention's sequence term). Added in format v1 with defaults: a reader before it counts these
+    lines as damaged, never misreads them."""
+
+    first_step: int | None = None
+    last_step: int | None = None
+    step_seconds: list[float] = []  # each step's wall time, fetch to step end, in order
+    data_wait: float = 0.0
+    forward_backward: float = 0.0
+    optimizer: float = 0.0
+    other_in_step: float = 0.0
+    logging: float = 0.0
+    eval: float = 0.0
+    save: float = 0.0
+    between_other: float = 0.0
+    micro_batches: int = 0
+    rows: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    real_tokens_sq: int = 0
+    clock: str = "host"
+    device: str | None = None
+    device_name: str | None = None
+
+
+Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, StepTime, Phase]
 EVENT_CLASSES: dict[str, type[_Event]] = {cls.__struct_config__.tag: cls  # type: ignore[misc]
-                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, Phase)}
+                                          for cls in (RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase,
+                                                      StepTime, Phase)}
 EVENT_TYPES = tuple(EVENT_CLASSES)
 
 

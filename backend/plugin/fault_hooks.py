@@ -14,6 +14,7 @@ import torch
 
 INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
 INJECT_HANG_ENV = "WORKBENCH_INJECT_HANG"
+INJECT_DATA_DELAY_ENV = "WORKBENCH_INJECT_DATA_DELAY"  # seconds more for every batch fetched (#38)
 
 
 def inject_oom_step() -> int | None:
@@ -46,6 +47,7 @@ class FaultHooks:
 
     def install(self, trainer: Any) -> None:
         """Hook the overflow and NaN injections into the trainer (nothing when none is asked)."""
+        slow_data_loader(trainer)
         if self.inject_steps:
             trainable = next((p for p in trainer.model.parameters() if p.requires_grad), None)
             if trainable is not None:
@@ -81,3 +83,23 @@ class FaultHooks:
         self._inject_now = (global_step + 1) in self.inject_steps
         self._nan_now = (global_step + 1) in self.nan_steps
         self._hang_now = self.hang is not None and self.hang[0] == global_step + 1
+
+
+def slow_data_loader(trainer: Any) -> None:
+    """A data loader that is slow on purpose (WORKBENCH_INJECT_DATA_DELAY=SECONDS per batch, in its collate
+    function: in the worker processes when there are some), for the throughput doctor's data-wait verdict (#38).
+    The training loader is the one the trainer hands its callbacks; its iterator (and workers) start later."""
+    try:
+        delay = float(os.environ.get(INJECT_DATA_DELAY_ENV, "") or 0)
+    except ValueError:
+        return
+    loader = getattr(getattr(trainer, "callback_handler", None), "train_dataloader", None)
+    if delay <= 0 or loader is None:
+        return
+    collate = loader.collate_fn
+
+    def slow_collate(rows: Any) -> Any:
+        time.sleep(delay)
+        return collate(rows)
+
+    loader.collate_fn = slow_collate

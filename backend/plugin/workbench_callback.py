@@ -40,6 +40,8 @@ from backend.plugin.fault_hooks import FaultHooks
 from backend.plugin.flight_dump import start_dump_listener
 from backend.plugin.loss_scale import LossScale
 from backend.plugin.save_asks import SaveAsks, rank
+from backend.plugin.step_timing import StepTiming
+from backend.plugin.step_timing import enabled as step_timing_enabled
 
 LOG_KEYS = {"loss": "loss", "learning_rate": "learning_rate", "grad_norm": "grad_norm", "token_acc": "token_acc"}
 
@@ -91,6 +93,8 @@ class WorkbenchEventsCallback(TrainerCallback):
             self.loss_scale.install_cpu_scaler(accelerator)
         self._count_tokens()
         self.faults.install(self.trainer)
+        if step_timing_enabled():  # where each step's time goes (#38); after the faults: a slow loader is timed
+            self.trainer.add_callback(StepTiming(self.trainer, self.writer))
         model = self.trainer.model
         params = list(model.parameters())
         scaler, reason = self.loss_scale.description()

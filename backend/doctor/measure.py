@@ -1,0 +1,110 @@
+"""What the trainer measured of a run's steps (its `step_time` events, every rank), summed per rank."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.contract.events import EVENTS_FILE_NAME, EventReader, RunBegin, StepTime
+
+INSIDE = ("data_wait", "forward_backward", "optimizer", "other_in_step")
+BETWEEN = ("logging", "eval", "save", "between_other")
+PARTS = INSIDE + BETWEEN
+WARMUP_STEPS = 3  # the first steps (allocation, optimizer state, lazy kernels) are not the steady pace
+
+
+@dataclass
+class RankSteps:
+    """One rank's sums over the run so far."""
+
+    rank: int
+    step_seconds: list[float] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    real_tokens_sq: int = 0
+    rows: int = 0
+    last_step: int | None = None
+    clock: str = "host"
+    device: str | None = None
+    device_name: str | None = None
+
+    def add(self, event: StepTime) -> None:
+        self.step_seconds += event.step_seconds
+        for part in PARTS:
+            self.seconds[part] += getattr(event, part)
+        self.real_tokens += event.real_tokens
+        self.padded_tokens += event.padded_tokens
+        self.real_tokens_sq += event.real_tokens_sq
+        self.rows += event.rows
+        self.last_step = event.last_step if event.last_step is not None else self.last_step
+        self.clock, self.device, self.device_name = event.clock, event.device, event.device_name
+
+    @property
+    def wall(self) -> float:
+        """The training loop's time: the steps and what happened between them (start-up excluded)."""
+        return sum(self.step_seconds) + sum(self.seconds[part] for part in BETWEEN)
+
+    @property
+    def in_steps(self) -> float:
+        return sum(self.step_seconds)
+
+    def share(self, part: str) -> float:
+        return self.seconds[part] / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def steady_step(self) -> float | None:
+        """Median step once the first ones are past (all steps when there are few)."""
+        steady = self.step_seconds[WARMUP_STEPS:] if len(self.step_seconds) > 2 * WARMUP_STEPS else self.step_seconds
+        return statistics.median(steady) if steady else None
+
+    @property
+    def padding_share(self) -> float | None:
+        total = self.real_tokens + self.padded_tokens
+        return self.padded_tokens / total if total else None
+
+    @property
+    def attended_length(self) -> float:
+        """The length a real token attends over, averaged over tokens (sum of squared row lengths / tokens)."""
+        return self.real_tokens_sq / self.real_tokens if self.real_tokens else 0.0
+
+
+@dataclass
+class Measured:
+    ranks: dict[int, RankSteps]
+    begin: RunBegin | None
+    problems: list[str]
+
+    @property
+    def lead(self) -> RankSteps | None:
+        return self.ranks.get(0) or next(iter(self.ranks.values()), None)
+
+    @property
+    def real_tokens(self) -> int:
+        return sum(r.real_tokens for r in self.ranks.values())
+
+    @property
+    def padded_tokens(self) -> int:
+        return sum(r.padded_tokens for r in self.ranks.values())
+
+    @property
+    def padding_share(self) -> float | None:
+        total = self.real_tokens + self.padded_tokens
+        return self.padded_tokens / total if total else None
+
+    def share(self, part: str) -> float:
+        """The part's share of the training loop's time, averaged over the ranks."""
+        return statistics.fmean(r.share(part) for r in self.ranks.values()) if self.ranks else 0.0
+
+
+def read_measured(run_dir: Path) -> Measured:
+    reader = EventReader(run_dir / EVENTS_FILE_NAME)
+    ranks: dict[int, RankSteps] = {}
+    begin: RunBegin | None = None
+    for event in reader.read_new():
+        if isinstance(event, StepTime):
+            ranks.setdefault(event.rank, RankSteps(event.rank)).add(event)
+        elif isinstance(event, RunBegin) and event.rank == 0:
+            begin = event
+    return Measured(dict(sorted(ranks.items())), begin, reader.problems())

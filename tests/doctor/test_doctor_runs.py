@@ -1,0 +1,142 @@
+"""The throughput doctor on real runs of the tiny model on CPU (#38): the padding share of a skewed-length dataset
+equals the share computed here from swift's own token counts of its rows, with the verdict that fixes it (absent
+from a run without padding); a data loader slowed by a fault hook gives the data-wait verdict
+(absent without the hook), and `--apply` writes a profile that differs only in the verdict's key, queues it, and
+the doctor then compares the two runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from backend.cli.app import full_app
+from backend.core.paths import SHIPPED_PROFILES_DIR
+from backend.data.swift_view import ask_row, request_for
+from backend.doctor.report import diagnose
+from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV
+from backend.profile import LaunchProfile, load_profile
+from backend.queue.keeper import keeper_pid
+from backend.queue.store import queue_dir, read_queue
+from tests.jobs.jobs_helpers import train_quickstart
+from tests.timing import wait_until
+
+pytestmark = pytest.mark.slow
+MAX_LENGTH = 1024  # no row is cut
+
+SHORT = ["hi", "who are you?", "hello there", "name?", "what is this?", "good day"]
+LONG_ANSWER = ("I am Quill, a small language model trained on this workbench to answer questions about myself, "
+               "my name, my makers and the things I was taught while the loss fell step after step on two cores, "
+               "and I keep answering at length because this row is meant to be far longer than every other row")
+
+
+def _skewed_rows(folder: Path) -> Path:
+    """Six short rows and two long ones."""
+    rows = [{"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": "I am Quill."}]}
+            for q in SHORT]
+    rows[1]["messages"][1]["content"] = LONG_ANSWER
+    rows[4]["messages"][1]["content"] = LONG_ANSWER + " indeed"
+    path = folder / "skewed.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows + rows[:2]), encoding="utf-8")
+    return path
+
+
+def _token_counts(path: Path) -> list[int]:
+    """swift's own length of each row (its template's input_ids), through the data oracle."""
+    data = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml").model_dump()
+    data["data"]["train"] = [str(path)]
+    data["training"]["max_length"] = MAX_LENGTH
+    request = request_for(LaunchProfile.model_validate(data), SHIPPED_PROFILES_DIR)
+    return [int(ask_row(request, row)["tokens"]) for row in range(1, 9)]
+
+
+def _codes(run: Any) -> list[str]:
+    return [v.code for v in diagnose(run).verdicts if v.skipped is None]
+
+
+@pytest.fixture
+def no_keeper_left(isolated_runs: Path) -> Iterator[None]:
+    yield
+    pid = keeper_pid(queue_dir())  # proven the keeper of this test's queue folder
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_the_verdict(
+        isolated_runs: Path, tmp_path: Path) -> None:
+    path = _skewed_rows(tmp_path)
+    lengths = _token_counts(path)
+    assert max(lengths) > 2 * min(lengths)  # skewed indeed
+    # every step takes all 8 rows (whatever the shuffle): each is padded to the longest
+    steps = 4
+    real, padded = steps * sum(lengths), steps * (8 * max(lengths) - sum(lengths))
+    run = train_quickstart(isolated_runs, data={"train": [str(path)]},
+                           training={"max_steps": steps, "logging_steps": 2, "per_device_train_batch_size": 8,
+                                     "save_steps": 100, "max_length": MAX_LENGTH})
+    diagnosis = diagnose(run)
+    assert (diagnosis.measured.real_tokens, diagnosis.measured.padded_tokens) == (real, padded)
+    assert diagnosis.measured.padding_share == pytest.approx(padded / (real + padded))
+    padding = [v for v in diagnosis.verdicts if v.code == "padding"]
+    assert padding and padding[0].change == {"extra_swift_args.group_by_length": True}
+    assert f"pad {padded / (real + padded):.0%} of tokens" in padding[0].said
+    assert "data_wait" not in _codes(run)  # no slow loader here
+    printed = CliRunner().invoke(full_app(), ["doctor", run.run_id])
+    assert printed.exit_code == 0, printed.output
+    assert f"tokens: {real:,} real, {padded:,} padding" in printed.output
+    assert "MFU: none on CPU" in printed.output
+    assert "skipped: flash attention: no GPU in this run" in printed.output
+
+    unpadded = train_quickstart(isolated_runs, data={"train": [str(path)]},  # one row per micro-batch: no padding
+                                training={"max_steps": steps, "logging_steps": 2, "per_device_train_batch_size": 1,
+                                          "gradient_accumulation_steps": 1, "save_steps": 100,
+                                          "max_length": MAX_LENGTH})
+    assert diagnose(unpadded).measured.padded_tokens == 0
+    assert "padding" not in _codes(unpadded)
+
+
+def test_a_slow_data_loader_gets_the_workers_verdict_and_apply_queues_and_compares(
+        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_keeper_left: None) -> None:
+    monkeypatch.setenv(INJECT_DATA_DELAY_ENV, "0.4")  # the run (and the keeper's runs) inherit it
+    run = train_quickstart(isolated_runs, training={"max_steps": 6, "logging_steps": 2, "save_steps": 100,
+                                                    "dataloader_num_workers": 0})
+    diagnosis = diagnose(run)
+    waits = [v for v in diagnosis.verdicts if v.code == "data_wait"]
+    assert waits, diagnosis.lines()
+    better = max(1, min(8, max(2, (os.cpu_count() or 1))))
+    assert waits[0].change == {"training.dataloader_num_workers": better}
+    assert "with dataloader_num_workers = 0" in waits[0].said
+    lead = diagnosis.measured.lead
+    assert lead is not None and lead.seconds["data_wait"] >= 6 * 0.4  # every fetch waited the injected delay
+    number = diagnosis.applicable().index(waits[0]) + 1
+
+    applied = CliRunner().invoke(full_app(), ["doctor", run.run_id, "--apply", str(number)])
+    assert applied.exit_code == 0, applied.output
+    written = run.path / "profile.doctor-data_wait.toml"
+    assert f"wrote {written}" in applied.output
+    before = tomllib.loads(run.profile_path.read_text(encoding="utf-8"))
+    after = tomllib.loads(written.read_text(encoding="utf-8"))
+    assert after["training"].pop("dataloader_num_workers") == better
+    assert before["training"].pop("dataloader_num_workers") == 0
+    assert after == before  # the verdict's key is the only difference
+    entry_id = json.loads((run.path / "doctor-applied.json").read_text())[0]["entry"]
+    assert f"queued as entry {entry_id}" in applied.output
+
+    def ended() -> Any:
+        entry = next(e for e in read_queue().entries if e.id == entry_id)
+        return entry if entry.outcome else None
+
+    entry = wait_until(ended, 900, "the queued run's end")
+    assert entry.outcome == "finished", entry.reason
+    compared = CliRunner().invoke(full_app(), ["doctor", run.run_id])
+    assert compared.exit_code == 0, compared.output
+    new_id = entry.run_id
+    assert f"data_wait (training.dataloader_num_workers = {better}) as queue entry {entry_id} -> run {new_id}" \
+        in compared.output
+    assert f"(run {run.run_id}) -> " in compared.output and f"(run {new_id})" in compared.output
