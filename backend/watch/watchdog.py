@@ -346,8 +346,9 @@ def _logs_before(path: Path, offset: int, window: int = 1 << 20) -> list[Log]:
 def _say_in_log(run: RunFolder, text: str) -> None:
     """One line in the run's output.log (appended whole, like the trainer's lines), for `workbench logs`."""
     try:
-        with open(run.log_path, "a", encoding="utf-8") as log:
-            log.write(f"[workbench] {text}\n")
+        with open(run.log_path, "a+b") as log:
+            ends_line = log.tell() == 0 or (log.seek(-1, os.SEEK_END) >= 0 and log.read(1) == b"\n")
+            log.write((b"" if ends_line else b"\n") + f"[workbench] {text}\n".encode())  # not after a progress bar
     except OSError:
         append_watch_log(run.path, text)
 
