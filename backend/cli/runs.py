@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from backend.cli.common import console, err_console, fail, find_run_or_exit, load_or_exit
+from backend.cli.sky import sync
+from backend.cluster.follow import seen_line
 from backend.contract.events import Event, EventReader, Log, RunBegin, RunEnd
 from backend.core.safe_text import visible
 from backend.core.tail import Tail, last_lines
@@ -154,6 +156,9 @@ def runs() -> None:
         reason = s.state.failure_reason or ""
         if s.state.status in ("damaged", "unknown") or reason.startswith(("damaged", SLURM_SAID, SKY_SAID)):
             notes.append(f"{visible(folder.run_id)}: {visible(s.state.failure_reason)}")
+        seen = seen_line(folder.path, elsewhere=where) if s.state.is_active else None
+        if seen:  # a run from elsewhere: how old what is seen of it is (#40)
+            notes.append(f"{visible(folder.run_id)}: {seen}")
         if s.attempt:  # an OOM retry of the queue, linked both ways (backend/runs/attempts.py)
             notes.append(f"{visible(folder.run_id)}: {s.attempt}")
     for row in rows:
@@ -201,6 +206,9 @@ def status(
     where = s.state.elsewhere() if s.state.status != "damaged" else None
     if where:
         console.print(f"  host: {visible(s.state.host)} ({visible(where)})", highlight=False, markup=False)
+    seen = seen_line(folder.path, elsewhere=where)
+    if seen:
+        console.print(f"  seen: {seen}", highlight=False, markup=False, soft_wrap=True)
     elif s.state.is_active and s.state.supervisor_pid is not None:
         console.print(f"  supervisor: pid {s.state.supervisor_pid} (save and stop: `workbench signal "
                       f"{visible(folder.run_id)} save-and-stop` sends it SIGUSR1)", highlight=False, markup=False,
@@ -216,6 +224,10 @@ def status(
     if s.state.failure_reason:
         console.print(f"  reason: {visible(s.state.failure_reason)}", highlight=False, markup=False)
     for line in memory["lines"]:
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    from backend.doctor.report import verdict_lines
+
+    for line in verdict_lines(folder):  # the throughput doctor's findings (#38), without its FLOPs (no child)
         console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -348,6 +360,7 @@ def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("runs")(runs)
     app.command("status")(status)
+    app.command("sync")(sync)
     app.command("logs")(logs)
     app.command("stop")(stop)
     app.command("resume")(resume)

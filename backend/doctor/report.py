@@ -179,3 +179,16 @@ def diagnose(run: RunFolder) -> Diagnosis:
     precision = begin.precision if begin and begin.precision else "fp32"
     verdicts = judge(measured, settings, peak, device_name is not None, _gpu_memory(run.path))
     return Diagnosis(run.run_id, measured, settings, flops, note, peak, precision, verdicts)
+
+
+def verdict_lines(run: RunFolder) -> list[str]:
+    """The verdicts in one line each, for `workbench status` (no model shape asked: no child process)."""
+    measured = read_measured(run.path)
+    lead = measured.lead
+    if lead is None:
+        return []
+    peak = gpu_peak(lead.device_name)
+    verdicts = [v for v in judge(measured, run_settings(run), peak, lead.device_name is not None,
+                                 _gpu_memory(run.path)) if v.skipped is None]
+    return [f"doctor: {v.said}" for v in verdicts] + ([f"  (`workbench doctor {run.run_id}` says why and what "
+                                                        f"to change)"] if verdicts else [])
