@@ -1,9 +1,11 @@
-"""Submitting a profile to SkyPilot from the CLI (#40 item 2): `workbench run PROFILE --on sky` and
-`workbench queue add PROFILE --sky` (SkyPilot's jobs controller is the queue of managed jobs)."""
+"""Runs on clusters and clouds from the CLI (#40): submitting a profile to SkyPilot (`workbench run PROFILE
+--on sky`, `workbench queue add PROFILE --sky`: SkyPilot's jobs controller is the queue of managed jobs), and
+`workbench sync RUN --from DIR`: the run's folder where it runs, copied into its local folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -38,4 +40,30 @@ def submit_to_sky(profile: LaunchProfile, base_dir: Path, *, bucket: str | None,
     console.print(f"submitted SkyPilot job {submitted.job_id}, run {run.run_id}\n  task: {run.path / 'sky_task.yaml'}"
                   f"\n  run folder: {options.bucket} ({run.run_id}), mounted on the job's nodes\n"
                   f"  follow: workbench status {run.run_id}   stop: workbench stop {run.run_id}",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def sync(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="The run's id (its local folder).")],
+    source: Annotated[Path, typer.Option("--from", help="The run's folder where it runs: the bucket mounted here "
+                                         "(mount-s3, gcsfuse ...), a copy (`aws s3 sync`), or the SLURM cluster's "
+                                         "shared filesystem.")],
+) -> None:
+    """Copy a run's state, events, log and alerts from where it runs into its local folder: the runs list,
+    status and the monitor then show it, with how old what they see is."""
+    from backend.cli.common import find_run_or_exit
+    from backend.cluster.follow import sync_from
+    from backend.rundir.layout import RunFolder
+
+    folder = find_run_or_exit(run_ref)
+    remote = RunFolder(source)
+    problem = remote.identity_problem()
+    if problem:
+        fail(f"--from: {visible(problem)}")
+    if remote.run_id != folder.run_id:
+        fail(f"--from: {visible(remote.path)} is run {visible(remote.run_id)}, not {visible(folder.run_id)}")
+    if remote.path.resolve() == folder.path.resolve():
+        fail(f"--from: {visible(remote.path)} is the run's local folder itself; give the folder where it runs")
+    copied = sync_from(remote.path, folder.path)
+    console.print(f"synced {visible(folder.run_id)} from {visible(remote.path)}: {', '.join(copied) or 'nothing'}",
                   highlight=False, markup=False, soft_wrap=True)
