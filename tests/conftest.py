@@ -26,12 +26,21 @@ def pytest_configure(config: pytest.Config) -> None:
 SHARED_TRAININGS = {"quill_run", "short_lora_run", "quickstart_cli_run"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that needs one of the session's real trainings (directly or through another fixture) is slow,
-    marked or not: `pytest -m "not slow"` (the quick tier) never trains."""
+    marked or not: `pytest -m "not slow"` (the quick tier) never trains.
+
+    Workers (`--dist loadgroup`): a module's tests stay on one worker (its module fixtures are made once),
+    unless the module sets SPLIT_ACROSS_WORKERS = True: then each test goes where a worker is free, so the
+    heaviest files are no one worker's serial tail (tests that share a module fixture there carry an
+    `xdist_group` mark of their own)."""
     for item in items:
         if SHARED_TRAININGS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        split = getattr(getattr(item, "module", None), "SPLIT_ACROSS_WORKERS", False)
+        if not split and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -28,6 +28,7 @@ from tests.timing import scaled
 from tests.tmux_session import WORKBENCH, Tmux, wait_until_gone
 
 pytestmark = pytest.mark.slow
+SPLIT_ACROSS_WORKERS = True  # each test its own real runs: spread over the workers (tests/conftest.py)
 EVENT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 
 
@@ -196,6 +197,7 @@ def overflow_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         return find_run("quickstart-test")
 
 
+@pytest.mark.xdist_group("lifecycle-overflow-run")  # one overflow_run for both
 def test_cpu_fp16_injected_overflow_halves_the_scale_and_skips_the_step(overflow_run: RunFolder) -> None:
     """An overflow at step 10 halves the scale, and the optimizer step is really skipped: the adapter saved
     after step 10 is bit for bit the one saved after step 9, while steps 9 and 11 change it."""
@@ -229,6 +231,7 @@ def _schema(events: list[dict]) -> dict[str, dict[str, str]]:
     return schema
 
 
+@pytest.mark.xdist_group("lifecycle-overflow-run")  # one overflow_run for both
 def test_recorded_event_fixtures_have_what_the_callback_writes_today(overflow_run: RunFolder) -> None:
     """tests/fixtures/events feed the monitor, series and snapshot tests: each of their event types has exactly
     the fields (and value types) that the real callback writes now."""

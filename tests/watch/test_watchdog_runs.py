@@ -28,6 +28,7 @@ from tests.runs.helpers import log_events, quick_profile, wait_for, workbench
 from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
+SPLIT_ACROSS_WORKERS = True  # each test its own real run: spread over the workers (tests/conftest.py)
 
 def _record_latency(kind: str, seconds: float) -> None:
     """A measured detection latency, in the test's captured output (pytest -rP shows it): never a file
