@@ -4,6 +4,7 @@ later swift with other defaults trains the same run. Reads swift's schema (a chi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,31 @@ def test_flags_equal_to_the_default_are_kept_and_named(tmp_path: Path) -> None:
             in said), said
     assert "kept so that a later swift does not change them" in said
     assert {"lora_rank", "lora_alpha", "target_modules"} <= load_profile(output).tuner.model_fields_set
+
+
+# ms-swift's FSDP2 example config, with a few of accelerate's keys set to what the workbench does not write
+FSDP2 = {"compute_environment": "LOCAL_MACHINE", "debug": False, "distributed_type": "FSDP", "downcast_bf16": "no",
+         "enable_cpu_affinity": True, "dynamo_config": {"dynamo_backend": "INDUCTOR"},
+         "fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_cpu_ram_efficient_loading": True,
+                         "fsdp_reshard_after_forward": True, "fsdp_state_dict_type": "FULL_STATE_DICT",
+                         "fsdp_activation_checkpointing": True, "fsdp_version": 2},
+         "machine_rank": 0, "main_training_function": "main", "mixed_precision": "bf16", "num_machines": 1,
+         "num_processes": 2, "rdzv_backend": "c10d", "same_network": True, "tpu_env": [], "tpu_use_cluster": False,
+         "tpu_use_sudo": False, "use_cpu": False}
+
+
+@pytest.mark.slow
+def test_every_accelerate_key_not_carried_is_named(tmp_path: Path) -> None:
+    (tmp_path / "fsdp2.json").write_text(json.dumps(FSDP2))
+    script, output = tmp_path / "train.sh", tmp_path / "imported.toml"
+    script.write_text("accelerate launch --config_file ./fsdp2.json swift/cli/sft.py --model /models/m "
+                      "--model_type qwen2 --template qwen --dataset /data/d.jsonl --tuner_type lora\n")
+    result = h.cli("import", str(script), "-o", str(output))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, said
+    assert ("note: accelerate settings not carried (the workbench's accelerate config writes its own): "
+            "dynamo_config = {'dynamo_backend': 'INDUCTOR'}, enable_cpu_affinity = True") in said, said
+    assert "note: accelerate fsdp_config fsdp_reshard_after_forward not carried" in said
+    distribution = load_profile(output).distribution
+    assert distribution.rdzv_backend == "c10d"  # carried: the profile has the key
+    assert distribution.fsdp.cpu_ram_efficient_loading is True and distribution.fsdp.version == 2

@@ -119,15 +119,31 @@ def _accelerate(words: list[str], dist: dict[str, Any], said: Said, base_dir: Pa
             dist["gpu_ids"] = [int(x) for x in gpu_ids.split(",")]
         else:
             said.refused.append(f"accelerate gpu_ids {gpu_ids}: only numeric GPU ids can be carried")
-    ignored = {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "main_training_function",
-               "rdzv_backend", "same_network", "gpu_ids", "tpu_env", "tpu_use_cluster", "tpu_use_sudo",
-               "use_cpu", "multi_gpu", "mixed_precision", "dynamo_config", "num_cpu_threads_per_process"}
+    if config.get("rdzv_backend") in ("static", "c10d"):
+        dist["rdzv_backend"] = config.pop("rdzv_backend")
     if config.get("mixed_precision") not in (None, "no"):
         said.notes.append(f"accelerate mixed_precision {config['mixed_precision']}: swift's --bf16/--fp16 decide "
                           "the Trainer's precision; set precision.bf16/fp16 if the script relied on accelerate's")
-    left = sorted(k for k in config if k not in ignored)
+    handled = {"multi_gpu", "mixed_precision"}  # implied by the processes, said above
+    dropped = sorted(f"{k} = {config[k]!r}" for k in config if k in AS_THE_WORKBENCH_WRITES and k not in handled
+                     and config[k] not in AS_THE_WORKBENCH_WRITES[k])
+    if dropped:
+        said.notes.append(f"accelerate settings not carried (the workbench's accelerate config writes its own): "
+                          f"{', '.join(dropped)}")
+    left = sorted(k for k in config if k not in AS_THE_WORKBENCH_WRITES and k not in handled)
     if left:
         said.refused.append(f"accelerate settings not carried: {', '.join(left)}")
+
+
+# accelerate config keys the workbench's own config sets (backend/launch/launcher_config.py) or leaves to
+# accelerate: the values that change nothing; any other value is named as not carried
+AS_THE_WORKBENCH_WRITES: dict[str, tuple[Any, ...]] = {
+    "compute_environment": ("LOCAL_MACHINE",), "debug": (False,), "downcast_bf16": ("no", False),
+    "enable_cpu_affinity": (False,), "main_training_function": ("main",), "same_network": (True,),
+    "rdzv_backend": ("static",), "tpu_env": ([], None), "tpu_use_cluster": (False,), "tpu_use_sudo": (False,),
+    "dynamo_config": ({}, None, {"dynamo_backend": "NO"}), "num_cpu_threads_per_process": (None,),
+    "gpu_ids": ("all",), "use_cpu": (False,),
+}
 
 
 def _launcher_pairs(words: list[str]) -> list[tuple[str, list[str]]]:
