@@ -50,6 +50,28 @@ def pinned_dir(run: RunFolder) -> Path:
     return run.path / PINNED_DIR
 
 
+def pins_lost_on_delete(run: RunFolder) -> str | None:
+    """What deleting the run takes with it that someone pinned to keep: 'its pinned checkpoints go too:
+    checkpoint-15, checkpoint-40', or None when nothing is pinned."""
+    steps = sorted({*read_pins(run), *_pinned_copies(run)})
+    if not steps:
+        return None
+    return f"its pinned checkpoint{'s' if len(steps) > 1 else ''} go{'' if len(steps) > 1 else 'es'} too: " + \
+        ", ".join(f"checkpoint-{step}" for step in steps)
+
+
+def _pinned_copies(run: RunFolder) -> list[int]:
+    folder = pinned_dir(run)
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    try:
+        names = [entry.name for entry in folder.iterdir()]
+    except OSError:
+        return []
+    return [int(name.removeprefix("checkpoint-")) for name in names
+            if name.startswith("checkpoint-") and name.removeprefix("checkpoint-").isdigit()]
+
+
 def pin(run: RunFolder, step: int) -> str:
     """Pin checkpoint-<step>: a hard-linked copy in <run>/pinned/ that rotation cannot reach, and its step
     in pins.json. Returns what was done; PinRefused when it cannot be."""

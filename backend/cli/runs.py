@@ -347,7 +347,12 @@ def delete(
         fail(visible(err))
     state = refresh(folder)
     what = f"damaged run {folder.path} ({state.failure_reason})" if state.status == "damaged" else str(folder.path)
-    if not yes and not typer.confirm(visible(f"delete {what} and its checkpoints?")):
+    from backend.checkpoints.pins import pins_lost_on_delete
+
+    pinned = pins_lost_on_delete(folder)
+    if pinned and yes:
+        console.print(visible(f"deleting {folder.run_id}: {pinned}"), highlight=False, markup=False)
+    if not yes and not typer.confirm(visible(f"delete {what} and its checkpoints?" + (f" ({pinned})" if pinned else ""))):
         raise typer.Exit(1)
     try:
         delete_run(folder)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.cli import full_app
 from tests.scoreboard.scoreboard_helpers import fake_run, log, saved
-from tests.scoreboard.test_checkpoints_cli import checkpoints
+from tests.scoreboard.test_checkpoints_cli import RUNNER, checkpoints
 
 EVENTS = [log(15, 2.0), saved(15), log(40, 1.0), saved(40)]
 
@@ -87,3 +88,15 @@ def test_rewritten_files_keep_their_mode_and_new_ones_follow_the_umask(tmp_path:
     finally:
         os.umask(old)
     shutil.rmtree(run.path / "pinned")
+
+
+def test_delete_names_the_pinned_checkpoints_it_takes_with_it(tmp_path: Path) -> None:
+    run = fake_run(tmp_path / "runs", EVENTS, {15: True, 40: True})
+    for step in ("15", "40"):
+        assert checkpoints(str(run.path), "--pin", step)[0] == 0
+
+    asked = RUNNER.invoke(full_app(), ["delete", str(run.path)], input="n\n")
+
+    assert asked.exit_code == 1 and run.path.is_dir()
+    assert f"delete {run.path} and its checkpoints? (its pinned checkpoints go too: checkpoint-15, checkpoint-40)" \
+        in " ".join(asked.output.split())

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from backend.checkpoints.pins import pins_lost_on_delete
 from backend.core.safe_text import visible
 from backend.rundir.layout import RunFolder
 from backend.runs.delete import delete_run
@@ -268,7 +269,9 @@ class RunsScreen(WorkerFailures, Screen[None]):
         if summary.state.is_active:
             self.notify(f"{summary.run.run_id} is {summary.state.status}: stop it before deleting", severity="error")
             return
-        body = f"Delete {summary.run.run_id} and everything in its folder?\n{summary.run.path}"
+        pinned = pins_lost_on_delete(summary.run)
+        body = f"Delete {summary.run.run_id} and everything in its folder?\n{summary.run.path}" + \
+            (f"\n{pinned[0].upper()}{pinned[1:]}" if pinned else "")
         self.app.push_screen(ConfirmModal("Delete the run", body, "Delete"),
                              _on_yes(lambda: self._delete(summary.run)))
 
