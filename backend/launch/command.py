@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from backend.contract.flight_recorder import flight_recorder_env
+from backend.core.fs import write_text_atomic
 from backend.core.paths import PACKAGE_DIR
 from backend.hardware.machine import HardwareInfo, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config, uses_cpu
@@ -85,9 +86,9 @@ class LaunchPlan:
     def write_configs(self) -> None:
         """Write the accelerate (and DeepSpeed) config files the argv points at."""
         self.accelerate_config_path.parent.mkdir(parents=True, exist_ok=True)
-        self.accelerate_config_path.write_text(self.accelerate_yaml(), encoding="utf-8")
+        write_text_atomic(self.accelerate_config_path, self.accelerate_yaml())
         if self.deepspeed_config is not None and self.deepspeed_config_path is not None:
-            self.deepspeed_config_path.write_text(json.dumps(self.deepspeed_config, indent=2), encoding="utf-8")
+            write_text_atomic(self.deepspeed_config_path, json.dumps(self.deepspeed_config, indent=2))
 
     def redacted_env(self) -> dict[str, str]:
         from backend.launch.swift_schema import is_secret_name

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.core.fs import write_text_atomic
 from backend.core.shell_words import ShellVar, Token, export_lines, render_command
 from backend.hardware.machine import HardwareInfo
 from backend.launch.command import build_launch
@@ -84,7 +85,7 @@ def export_torchrun(
     if profile.distribution.strategy == "fsdp" and not cpu:
         fsdp = swift_fsdp_config(profile, swift_args[swift_args.index("--model") + 1])
         fsdp_path = Path(plan.cwd) / FSDP_CONFIG_NAME
-        fsdp_path.write_text(json.dumps(fsdp, indent=2), encoding="utf-8")
+        write_text_atomic(fsdp_path, json.dumps(fsdp, indent=2))
         swift_args = [*swift_args, "--fsdp", str(fsdp_path)]
     argv: list[Token] = [python, "-m", "torch.distributed.run", *torchrun_args(profile), "-m", "swift.cli.sft",
                          *swift_args]
