@@ -102,7 +102,7 @@ def add(
         return
     try:
         added = add_profiles(items, gpus=gpus, priority=priority, hold=hold)
-    except (SweepError, QueueDamaged) as err:
+    except (SweepError, QueueRefused, QueueDamaged) as err:
         fail(str(err))
     for entry in added:
         console.print(f"queued {entry.id}  {visible(entry.name)}", markup=False, highlight=False)
@@ -127,8 +127,9 @@ def _add_slurm(items: list[tuple[LaunchProfile, Path]], *, gpus: str, priority: 
         fail(str(err))
     for entry in added:
         after = f" after job {entry.slurm_dependency}" if entry.slurm_dependency else ""
+        note = f" [{entry.note}]" if entry.note else ""
         console.print(f"submitted {entry.id}  {visible(entry.name)}: SLURM job {entry.slurm_job_id}{after}, run "
-                      f"{entry.run_id}", markup=False, highlight=False, soft_wrap=True)
+                      f"{entry.run_id}{note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _change(ref: str, what: str) -> None:

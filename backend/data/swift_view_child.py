@@ -28,6 +28,7 @@ from backend.data.swift_view_rows import (
     segments,
     short_reason,
 )
+from backend.profile.batch import swift_default_accumulation
 
 
 def answer(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -165,9 +166,9 @@ class _Child:
         }
 
     def _grad_accum(self) -> int:
-        """The profile's, else swift's default (swift/trainers/arguments.py: 16 / batch / world size)."""
+        """The profile's, else swift's default."""
         r = self.request
-        return r.grad_accum or max(1, math.ceil(16 / r.batch_size / r.world_size))
+        return r.grad_accum or swift_default_accumulation(r.batch_size, r.world_size)
 
     def _report_one(self, index: int, ref: str) -> dict[str, Any]:
         label = self.request.labels[index] if index < len(self.request.labels) else ref

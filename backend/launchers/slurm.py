@@ -107,9 +107,21 @@ class SlurmExport:
 
 
 def gpus_per_node(profile: LaunchProfile, options: SlurmOptions) -> int:
+    """The GPUs a node asks for: the option's, else the profile's processes when its device is cuda. A device
+    left "auto" asks for none: "auto" means "cuda when this machine has a GPU", which cannot be known of the
+    compute nodes from here (AUTO_DEVICE_NOTE says so)."""
     if options.gpus_per_node is not None:
         return options.gpus_per_node
-    return 0 if profile.distribution.device == "cpu" else profile.distribution.nproc_per_node
+    return profile.distribution.nproc_per_node if profile.distribution.device == "cuda" else 0
+
+
+AUTO_DEVICE_NOTE = ('[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask for '
+                    'nproc_per_node GPUs per node)')
+
+
+def device_note(profile: LaunchProfile, options: SlurmOptions) -> str | None:
+    """What to say of the GPUs asked for when the profile left its device to "auto"; None otherwise."""
+    return AUTO_DEVICE_NOTE if options.gpus_per_node is None and profile.distribution.device == "auto" else None
 
 
 def job_profile(profile: LaunchProfile, options: SlurmOptions) -> LaunchProfile:

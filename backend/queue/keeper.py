@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from backend.runs.attempts import record_retry
 KEEPER_MARKER_ENV = "WORKBENCH_QUEUE_DIR"
 POLL_S = 1.0
 KEEPER_LOCK_WAIT_S = 15.0  # a keeper that is just exiting lets go of the lock in well under this
+RECORD_WAIT_S = 600.0  # a launch's outcome is written down however long another command holds the queue
 
 
 def keeper_marker(folder: Path) -> Marker:
@@ -160,7 +162,7 @@ def _queue_oom_retry(queue: QueueFile, entry: Entry, profile: Any, run: Any) -> 
                          f"{profile.queue.oom_retry} used up"
         return
     checkpoints = run.complete_checkpoints()
-    changed = oom_retry_profile(profile, str(checkpoints[-1]) if checkpoints else None)
+    changed = oom_retry_profile(profile, str(checkpoints[-1]) if checkpoints else None, attempt=entry.attempt + 1)
     if changed is None:
         entry.note = "CUDA out of memory: not retried (micro-batch 1 and gradient checkpointing already on)"
         return
@@ -270,13 +272,13 @@ def _launch(folder: Path, entry: Entry) -> None:
             raise LaunchRefused([])
         run = start_run(profile, base_dir=Path(entry.base_dir))
     except LaunchRefused as err:
-        with edit(folder) as queue:
-            mine = queue.find(entry.id)
-            mine.state, mine.outcome, mine.ended_at = "done", "refused", time.time()
-            mine.reason = "; ".join(str(p) for p in err.problems) or "its profile cannot be read"
-        _log(f"{entry.id}: launch refused: {mine.reason}")
+        _refused(folder, entry, "; ".join(str(p) for p in err.problems) or "its profile cannot be read")
         return
-    with edit(folder) as queue:
+    except Exception as err:  # noqa: BLE001 - any launch error ends this entry, never the keeper (the rest wait)
+        _log(traceback.format_exc().rstrip())
+        _refused(folder, entry, f"the launch failed: {type(err).__name__}: {err}")
+        return
+    with edit(folder, wait=RECORD_WAIT_S) as queue:
         mine = queue.find(entry.id)
         mine.state, mine.run_id, mine.run_dir = "running", run.run_id, str(run.path)
         parent = next((e for e in queue.entries if e.id == mine.parent), None) if mine.parent else None
@@ -284,6 +286,14 @@ def _launch(folder: Path, entry: Entry) -> None:
         record_retry(str(run.path), run.run_id, entry.attempt, entry.note, parent.run_dir if parent else None,
                      parent.run_id if parent else None)
     _log(f"{entry.id}: started run {run.run_id}")
+
+
+def _refused(folder: Path, entry: Entry, reason: str) -> None:
+    """The entry is done, `refused`, with why (the list shows it); the keeper goes on with the next."""
+    with edit(folder, wait=RECORD_WAIT_S) as queue:
+        mine = queue.find(entry.id)
+        mine.state, mine.outcome, mine.ended_at, mine.reason = "done", "refused", time.time(), reason
+    _log(f"{entry.id}: launch refused: {reason}")
 
 
 def step(folder: Path, first: bool = False) -> bool:
@@ -308,21 +318,27 @@ def main(folder: Path) -> int:
     os.environ.pop(marker.env, None)  # the runs it starts are not the keeper (proof stays in /proc)
     try:
         with file_lock(folder / "keeper.lock", wait=KEEPER_LOCK_WAIT_S):
-            _write_record(folder, os.getpid(), psutil.Process().create_time())
-            _log(f"keeper {os.getpid()} started for {folder}")
-            first = True
-            while True:
-                try:
-                    if not step(folder, first):
-                        break
-                except QueueDamaged as err:
-                    _log(f"queue file damaged: {err}")
-                first = False
-                time.sleep(POLL_S)
-            _log("queue empty: keeper exits")
-    except LockTimeout:
+            _keep(folder)
+    except LockTimeout:  # the keeper lock only: _keep waits out a busy queue lock
         _log("another keeper holds the lock: this one exits")
     return 0
+
+
+def _keep(folder: Path) -> None:
+    _write_record(folder, os.getpid(), psutil.Process().create_time())
+    _log(f"keeper {os.getpid()} started for {folder}")
+    first = True  # until a pass went through: an entry left `starting` is adopted or started again
+    while True:
+        try:
+            if not step(folder, first):
+                break
+            first = False
+        except QueueDamaged as err:
+            _log(f"queue file damaged: {err}")
+        except LockTimeout:  # `queue add --slurm` or another command holds the queue: look again
+            _log("the queue file is busy (another command holds its lock): looking again")
+        time.sleep(POLL_S)
+    _log("queue empty: keeper exits")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ and nothing else. No scheduling of its own across machines.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
 import math
@@ -24,14 +25,18 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
+from backend.core.fs import file_lock
 from backend.profile import LaunchProfile
-from backend.queue.store import Entry, QueueFile, QueueRefused, edit, new_entry_id
+from backend.queue.store import SLURM_JOB_ID, Entry, QueueFile, QueueRefused, edit, new_entry_id, queue_dir
 from backend.queue.sweep import expand, sweep_of
 
 SBATCH_TIMEOUT_S = 60.0
 SQUEUE_TIMEOUT_S = 20.0
-JOB_ID = re.compile(r"\d+(_\d+)?")
+SUBMIT_LOCK_WAIT_S = 3600.0  # another `queue add --slurm` submitting: wait for it (its jobs come first)
+RECORD_WAIT_S = 600.0  # a submitted job is recorded however long another command holds the queue
+JOB_ID = re.compile(SLURM_JOB_ID)
 SQUEUE_FORMAT = "%i|%T|%r"
 SQUEUE_EVERY_S = 10.0  # the Queue screen reloads every 2 s; squeue is asked at most this often (a shared controller)
 _last_answer: tuple[float, dict[str, tuple[str, str]]] | None = None
@@ -85,52 +90,96 @@ def _said(result: subprocess.CompletedProcess[str]) -> str:
 def submit_profiles(items: list[tuple[LaunchProfile, Path]], *, options: object | None = None,
                     folder: Path | None = None, workspace: Path | None = None) -> list[Entry]:
     """Export and submit each profile (a sweep's every combination), each after the one before; the entries
-    recorded. SlurmRefused (after recording the ones submitted before it) when sbatch is missing or refuses,
-    or an export fails; SweepError for a bad sweep, before anything is submitted."""
-    from backend.launchers.slurm import SlurmOptions, export_slurm
-    from backend.runs.errors import LaunchRefused
+    recorded. Every run is validated against the allocation first (SlurmRefused naming each refused one,
+    nothing submitted). SlurmRefused (after recording the ones submitted before it) when sbatch is missing or
+    refuses (the run folder it was not given is removed again), or an export fails; SweepError for a bad
+    sweep, before anything is submitted. The queue file is locked only to read and record: a submission of
+    many jobs (sbatch may take a minute each) holds `slurm.lock`, so the local keeper never waits on it."""
+    from backend.launchers.slurm import SlurmOptions
 
     base = options if isinstance(options, SlurmOptions) else SlurmOptions()
     sbatch = tool("sbatch")
-    expanded = [(p, base_dir, tag) for profile, base_dir in items for tag in [sweep_of(profile)]
-                for p in expand(profile)]
+    points = [(p, base_dir, tag) for profile, base_dir in items for tag in [sweep_of(profile)]
+              for p in expand(profile)]
+    _refuse_invalid(points, base)
+    folder = folder or queue_dir()
+    folder.mkdir(parents=True, exist_ok=True)
     added: list[Entry] = []
-    failure: str | None = None
-    with edit(folder) as queue:
-        previous = _last_live_job(queue)
-        for profile, base_dir, (sweep, sweep_id) in expanded:
-            forecast = host_forecast_bytes(profile, base_dir)
-            job_options = dataclasses.replace(base, mem_mib=mem_request_mib(forecast, profile.queue.memory_margin))
-            try:
-                exported = export_slurm(profile, job_options, base_dir=base_dir, workspace=workspace)
-            except (ValueError, FileExistsError) as err:
-                failure = f"{profile.name}: not exported: {err}"
-                break
-            except LaunchRefused as err:
-                failure = f"{profile.name}: not exported: " + "; ".join(str(p) for p in err.problems)
-                break
-            argv = [sbatch, "--parsable", *([f"--dependency=afterany:{previous}"] if previous else []),
-                    str(exported.batch_script)]
-            result = _run(argv, SBATCH_TIMEOUT_S)
-            job_id = result.stdout.strip().split(";")[0] if result.returncode == 0 else ""
-            if not JOB_ID.fullmatch(job_id):
-                failure = (f"{profile.name}: sbatch refused the job ({_said(result)}); its run folder "
-                           f"{exported.run.path} was written but not submitted (delete it with `workbench delete "
-                           f"{exported.run.run_id}`)")
-                break
-            run = exported.run
-            entry = Entry(id=new_entry_id(), name=profile.name, profile_file=str(run.profile_path),
-                          base_dir=str(base_dir), state="slurm", started_at=time.time(), run_id=run.run_id,
-                          run_dir=str(run.path), forecast_bytes=forecast, slurm_job_id=job_id,
-                          slurm_dependency=previous, sweep=sweep, sweep_id=sweep_id)
-            queue.entries.append(entry)
-            added.append(entry)
-            previous = job_id
-    if failure is not None:
-        done = f"; submitted before it: {', '.join(f'{e.name} (job {e.slurm_job_id})' for e in added)}" if added \
-            else ""
-        raise SlurmRefused(failure + done)
+    with file_lock(folder / "slurm.lock", wait=SUBMIT_LOCK_WAIT_S):
+        with edit(folder) as queue:
+            previous = _last_live_job(queue)
+        try:
+            for profile, base_dir, tag in points:
+                entry = _submit_one(sbatch, profile, base_dir, tag, base, previous, workspace)
+                with edit(folder, wait=RECORD_WAIT_S) as queue:
+                    queue.entries.append(entry)
+                added.append(entry)
+                previous = entry.slurm_job_id
+        except SlurmRefused as err:
+            done = f"; submitted before it: {', '.join(f'{e.name} (job {e.slurm_job_id})' for e in added)}" \
+                if added else ""
+            raise SlurmRefused(f"{err}{done}") from None
     return added
+
+
+def _refuse_invalid(points: list[tuple[LaunchProfile, Path, Any]], base: Any) -> None:
+    from backend.launch.validate import errors
+    from backend.launchers.slurm import allocation_hardware, cluster_problems, gpus_per_node, job_profile
+
+    refused = []
+    for profile, base_dir, _ in points:
+        hardware = allocation_hardware(gpus_per_node(profile, base))
+        blocking = errors(cluster_problems(job_profile(profile, base), hardware, base_dir))
+        if blocking:
+            refused.append(f"{profile.name}: " + "; ".join(str(p) for p in blocking))
+    if refused:
+        raise SlurmRefused(f"not submitted ({len(refused)} of {len(points)} run(s) would be refused; nothing was "
+                           "submitted):\n  " + "\n  ".join(refused))
+
+
+def _submit_one(sbatch: str, profile: LaunchProfile, base_dir: Path, tag: tuple[str | None, str | None],
+                base: Any, previous: str | None, workspace: Path | None) -> Entry:
+    """Export one run and sbatch it; its entry. SlurmRefused when the export fails or sbatch refuses (its run
+    folder, written just now by this process and given to no job, is removed again with its index line)."""
+    from backend.launchers.slurm import device_note, export_slurm
+    from backend.runs.errors import LaunchRefused
+
+    forecast = host_forecast_bytes(profile, base_dir)
+    job_options = dataclasses.replace(base, mem_mib=mem_request_mib(forecast, profile.queue.memory_margin))
+    try:
+        exported = export_slurm(profile, job_options, base_dir=base_dir, workspace=workspace)
+    except (ValueError, FileExistsError) as err:
+        raise SlurmRefused(f"{profile.name}: not exported: {err}") from None
+    except LaunchRefused as err:
+        raise SlurmRefused(f"{profile.name}: not exported: " + "; ".join(str(p) for p in err.problems)) from None
+    argv = [sbatch, "--parsable", *([f"--dependency=afterany:{previous}"] if previous else []),
+            str(exported.batch_script)]
+    try:
+        result = _run(argv, SBATCH_TIMEOUT_S)
+    except SlurmRefused as err:  # sbatch did not answer: it may have queued the job, so its folder stays
+        raise SlurmRefused(f"{profile.name}: {err}; its run folder {exported.run.path} stays (the job may be "
+                           f"queued: `squeue --me`; if not, `workbench delete {exported.run.run_id}`)") from None
+    job_id = result.stdout.strip().split(";")[0] if result.returncode == 0 else ""
+    if not JOB_ID.fullmatch(job_id):
+        _give_back(exported.run.path)
+        raise SlurmRefused(f"{profile.name}: sbatch refused the job ({_said(result)}); its run folder was removed "
+                           "again (nothing was submitted for it)")
+    run = exported.run
+    sweep, sweep_id = tag
+    return Entry(id=new_entry_id(), name=profile.name, profile_file=str(run.profile_path), base_dir=str(base_dir),
+                 state="slurm", started_at=time.time(), run_id=run.run_id, run_dir=str(run.path),
+                 forecast_bytes=forecast, slurm_job_id=job_id, slurm_dependency=previous, sweep=sweep,
+                 sweep_id=sweep_id, note=device_note(profile, base))
+
+
+def _give_back(run_dir: Path) -> None:
+    """Remove a run folder this process exported a moment ago and no job was given (never through a link)."""
+    from backend.rundir import index
+
+    with contextlib.suppress(OSError):
+        index.forget(run_dir)
+    if run_dir.is_dir() and not run_dir.is_symlink():
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _last_live_job(queue: QueueFile) -> str | None:
@@ -188,14 +237,42 @@ def describe(entry: Entry, states: dict[str, tuple[str, str]] | str) -> str:
     return f"{job}: {state}" + (f" ({reason})" if reason and reason != "None" else "")
 
 
-def cancel(job_id: str) -> str:
+def cancel(entry: Entry) -> str:
+    """`scancel -- <its job id>` (that job only); what was done, said. A run the job never started (still
+    `starting`, no supervisor) is recorded `stopped` so that it can be deleted. SlurmRefused when scancel is
+    missing or fails for a job SLURM still knows."""
+    said = cancel_job(str(entry.slurm_job_id))
+    if entry.run_dir:
+        said += _never_started(Path(entry.run_dir), str(entry.slurm_job_id))
+    return said
+
+
+def _never_started(run_dir: Path, job_id: str) -> str:
+    from backend.rundir.layout import RunFolder
+
+    run = RunFolder(run_dir)
+    try:
+        with run.control("cancel"):
+            state = run.read_state()
+            if state.status != "starting" or state.supervisor_pid is not None:
+                return ""
+            run.update_state(status="stopped", ended_at=time.time(),
+                             failure_reason=f"SLURM job {job_id} cancelled before it started")
+    except Exception:  # noqa: BLE001 - a folder that cannot be read or locked stays as it is, and is said
+        return f"; its run folder {run_dir} could not be marked stopped"
+    return f"; run {run.run_id} never started: marked stopped"
+
+
+def cancel_job(job_id: str) -> str:
     """`scancel <job_id>` (that job only); what was done, said. SlurmRefused when scancel is missing or fails
     for a job SLURM still knows."""
+    if not JOB_ID.fullmatch(job_id):
+        raise SlurmRefused(f"{job_id!r} is not a SLURM job id: nothing was cancelled")
     scancel = shutil.which("scancel")
     if scancel is None:
         raise SlurmRefused(f"scancel is not on PATH: SLURM job {job_id} cannot be cancelled from here (the entry "
                            f"stays); run this on a SLURM login node")
-    result = _run([scancel, job_id], SQUEUE_TIMEOUT_S)
+    result = _run([scancel, "--", job_id], SQUEUE_TIMEOUT_S)  # `--`: the id is never an option
     if result.returncode != 0:
         said = _said(result)
         if re.search(r"invalid job id|already completed|has already finished", said, re.IGNORECASE):

@@ -28,6 +28,7 @@ LOCK_WAIT_S = 30.0
 # squeue's, asked when listed)
 EntryState = Literal["waiting", "paused", "starting", "running", "done", "slurm"]
 PENDING_STATES = ("waiting", "paused", "starting", "running", "slurm")
+SLURM_JOB_ID = r"^\d+(_\d+)?$"  # a job or an array task: 1001, 1001_3
 
 
 class QueueDamaged(Exception):
@@ -61,8 +62,10 @@ class Entry(BaseModel):
     forecast_bytes: int | None = None  # host (CPU) or per-GPU peak forecast, filled by the keeper
     gpu_ids: list[int] | None = None  # the GPUs admission gave it (a GPU machine)
     waiting_for: str | None = None  # the keeper's last reason on a GPU machine ("GPU 1: 31.2 GiB free, ...")
-    slurm_job_id: str | None = None  # `queue add --slurm`: the job sbatch answered (state "slurm")
-    slurm_dependency: str | None = None  # the job it was submitted after (--dependency=afterany:<it>)
+    # `queue add --slurm`: the job sbatch answered (state "slurm"), and the job it was submitted after
+    # (--dependency=afterany:<it>); only job ids: they reach scancel's and sbatch's command lines
+    slurm_job_id: str | None = Field(None, pattern=SLURM_JOB_ID)
+    slurm_dependency: str | None = Field(None, pattern=SLURM_JOB_ID)
     sweep: str | None = None  # the profile's name whose [sweep] made this entry (its runs are compared and ranked)
     sweep_id: str | None = None  # one `queue add` of that sweep (a name queued twice is two sweeps)
 
@@ -121,6 +124,9 @@ def read_queue(folder: Path | None = None) -> QueueFile:
 
 
 def _first_line(err: Exception) -> str:
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
@@ -132,12 +138,13 @@ def _set_aside(path: Path, why: str) -> str:
 
 
 @contextmanager
-def edit(folder: Path | None = None) -> Iterator[QueueFile]:
-    """Read-modify-write the queue under its lock; the changed queue is written when the block ends
-    without error. A damaged file is set aside (QueueDamaged after that, saying where)."""
+def edit(folder: Path | None = None, wait: float | None = None) -> Iterator[QueueFile]:
+    """Read-modify-write the queue under its lock (LockTimeout after `wait` s, LOCK_WAIT_S unless given); the
+    changed queue is written when the block ends without error. A damaged file is set aside (QueueDamaged after
+    that, saying where)."""
     folder = folder or queue_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / "queue.lock", wait=LOCK_WAIT_S):
+    with file_lock(folder / "queue.lock", wait=LOCK_WAIT_S if wait is None else wait):
         try:
             queue = read_queue(folder)
         except QueueDamaged as err:
@@ -174,7 +181,7 @@ def move(queue: QueueFile, entry: Entry, step: int) -> None:
 
 
 def change(ref: str, what: str, folder: Path | None = None,
-           cancel: Callable[[str], str] | None = None) -> Entry:
+           cancel: Callable[[Entry], str] | None = None) -> Entry:
     """`rm`, `up`, `down`, `pause` or `resume` the entry `ref`, under the lock; the entry. QueueRefused
     with why when that entry's state does not allow it (a running one is stopped as a run). `cancel`: how a
     SLURM entry's job is cancelled before it is removed (backend.queue.changes gives scancel)."""
@@ -185,7 +192,7 @@ def change(ref: str, what: str, folder: Path | None = None,
                 if cancel is None:
                     raise QueueRefused(f"{entry.id} is SLURM job {entry.slurm_job_id}: `workbench queue rm "
                                        f"{entry.id}` cancels it")
-                entry.reason = cancel(entry.slurm_job_id)  # raises (the entry stays) when it cannot
+                entry.reason = cancel(entry)  # raises (the entry stays) when it cannot
             if entry.state in ("running", "starting"):
                 raise QueueRefused(f"{entry.id} is {entry.state} as run {entry.run_id}: `workbench stop "
                                    f"{entry.run_id}` stops it (the keeper then moves on)")

@@ -7,6 +7,7 @@ import itertools
 import re
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,30 +23,65 @@ class SweepError(ValueError):
     """A sweep key or value the profile does not accept (the message names the key and what to do)."""
 
 
-def _label(key: str, value: Any) -> str:
+MAX_POINTS = 256  # a grid is counted before anything is built; a bigger one is refused, naming its size
+
+
+def _label(key: str, value: Any, digits: int = 0) -> str:
     leaf = key.rsplit(".", 1)[-1]
     short = SHORT_NAMES.get(leaf, leaf)
-    shown = f"{value:.0e}" if isinstance(value, float) and (abs(value) < 1e-3 and value) else str(value)
+    small = isinstance(value, float) and (abs(value) < 1e-3 and value)
+    shown = (f"{value:.{digits}e}" if digits < 16 else repr(value)) if small else str(value)
     return re.sub(r"[^A-Za-z0-9_.+-]", "", f"{short}{shown}")
+
+
+def _labels(key: str, values: list[Any]) -> list[str]:
+    """One label per value, as short as keeps them apart (1e-04 and 1.5e-04 with a digit more); SweepError
+    when two values still read the same (values that differ only in characters a name cannot hold)."""
+    for digits in range(17):
+        labels = [_label(key, value, digits) for value in values]
+        if len(set(labels)) == len(labels):
+            return labels
+    twins = next((a, b) for i, a in enumerate(values) for b in values[i + 1:]
+                 if _label(key, a, 16) == _label(key, b, 16))
+    raise SweepError(f"sweep key {key!r}: the values {twins[0]!r} and {twins[1]!r} would give runs of one name "
+                     f"({_label(key, twins[0], 16)!r}); give values that differ in letters or digits")
+
+
+def count_points(profile: LaunchProfile) -> int:
+    """The number of runs the grid makes (1 without a sweep); SweepError for a key without values or a grid
+    above MAX_POINTS (counted, never built)."""
+    total = 1
+    for key, values in profile.sweep.items():
+        if not values:
+            raise SweepError(f"sweep key {key!r} has no values: give a list of at least one")
+        total *= len(values)
+    if total > MAX_POINTS:
+        sizes = " x ".join(str(len(v)) for v in profile.sweep.values())
+        raise SweepError(f"[sweep] of {profile.name}: {sizes} values make {total:,} runs, more than the "
+                         f"{MAX_POINTS} a sweep may queue; give fewer values or split it into several profiles")
+    return total
 
 
 def expand(profile: LaunchProfile) -> list[LaunchProfile]:
     """One profile per combination of the sweep's values (itself, without the sweep, when it has none);
-    names `<name>-<label><value>-...`. SweepError for a key that is not a profile field or a value it
-    refuses."""
+    names `<name>-<label><value>-...`, each its own. An explicit `[output] output_dir` becomes one folder
+    per run inside it (`<output_dir>/<run name>`). SweepError for a key that is not a profile field, a value
+    it refuses, values that would share a name, or a grid above MAX_POINTS."""
     if not profile.sweep:
         return [profile]
+    count_points(profile)
     keys = list(profile.sweep)
-    for key in keys:
-        if not profile.sweep[key]:
-            raise SweepError(f"sweep key {key!r} has no values: give a list of at least one")
+    labels = {key: dict(zip(map(repr, profile.sweep[key]), _labels(key, profile.sweep[key]), strict=True))
+              for key in keys}
     out = []
     for values in itertools.product(*(profile.sweep[k] for k in keys)):
         data = profile.model_dump()
         data["sweep"] = {}
         for key, value in zip(keys, values, strict=True):
             _assign(data, key, value)
-        data["name"] = "-".join([profile.name, *(_label(k, v) for k, v in zip(keys, values, strict=True))])
+        data["name"] = "-".join([profile.name, *(labels[k][repr(v)] for k, v in zip(keys, values, strict=True))])
+        if data["output"]["output_dir"]:
+            data["output"]["output_dir"] = str(Path(data["output"]["output_dir"]) / data["name"])
         try:
             out.append(LaunchProfile.model_validate(data))
         except ValidationError as err:

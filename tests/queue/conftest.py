@@ -1,5 +1,5 @@
 """Queue tests: no keeper a test woke outlives it (`workbench queue` and other commands start one for a queue
-with pending entries; in a test those entries may never end)."""
+with pending entries; in a test those entries may never end); a fake SLURM on PATH (`fake_slurm_path`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from backend.queue.keeper import keeper_pid
+from tests.queue.slurm_fakes import FAKE_SBATCH, FAKE_SCANCEL, FAKE_SQUEUE
 
 
 def _keeper_folders(under: Path) -> list[Path]:
@@ -31,3 +32,17 @@ def no_keeper_outlives_the_test(tmp_path: Path) -> Iterator[None]:
         pid = keeper_pid(folder)  # proven the keeper of that folder (recorded pid, start time, marker)
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def fake_slurm_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_runs: Path) -> Path:
+    """A PATH whose sbatch, squeue and scancel are the fakes; their folder (calls.txt, squeue.txt)."""
+    folder = tmp_path / "fakeslurm"
+    (folder / "bin").mkdir(parents=True)
+    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE), ("scancel", FAKE_SCANCEL)):
+        (folder / "bin" / name).write_text(text)
+        (folder / "bin" / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(folder))
+    monkeypatch.setattr("backend.queue.slurm._last_answer", None)  # no answer of another test's squeue
+    return folder

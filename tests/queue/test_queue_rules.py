@@ -53,8 +53,9 @@ def test_the_oom_retry_halves_the_micro_batch_and_doubles_the_accumulation() -> 
     retry, note = changed
     assert (retry.training.per_device_train_batch_size, retry.training.gradient_accumulation_steps) == (2, 6)
     assert retry.extra_swift_args["resume_from_checkpoint"] == "/r/checkpoint-10"
-    assert note == ("OOM retry: micro-batch 4 -> 2, accumulation 3 -> 6; global batch 12 kept; resumes from "
-                    "/r/checkpoint-10")
+    assert note == ("OOM retry: micro-batch 4 -> 2, accumulation 3 -> 6; global batch 12 kept (2 x 6 x 1 "
+                    "process(es)); resumes from /r/checkpoint-10 (same global batch: its learning-rate schedule "
+                    "goes on)")
     # micro-batch 1: gradient checkpointing instead; already on too: nothing left to try
     one = LaunchProfile.model_validate({"training": {"gradient_checkpointing": False}})
     changed = oom_retry_profile(one, None)

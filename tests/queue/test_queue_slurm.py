@@ -1,11 +1,10 @@
-"""`workbench queue add --slurm` (#25 step 6) against a fake SLURM on PATH: sbatch, squeue and scancel are
-scripts that write their arguments to a log (sbatch answers job ids 1001, 1002 ...; squeue prints what the
-test put in a file). Expected commands and listings are written by hand."""
+"""`workbench queue add --slurm` (#25 step 6) against a fake SLURM on PATH (tests/queue/slurm_fakes.py: sbatch,
+squeue and scancel are scripts that write their arguments to a log; sbatch answers job ids 1001, 1002 ...;
+squeue prints what the test put in a file). Expected commands and listings are written by hand."""
 
 from __future__ import annotations
 
 import getpass
-import os
 from pathlib import Path
 
 import pytest
@@ -13,42 +12,8 @@ from typer.testing import CliRunner
 
 from backend.cli.app import full_app
 from backend.queue.store import read_queue
+from tests.queue.slurm_fakes import slurm_calls as _calls
 from tests.runs.helpers import quick_profile
-
-FAKE_SBATCH = """#!/bin/bash
-echo "sbatch $*" >> "$FAKE_SLURM_DIR/calls.txt"
-if [ -e "$FAKE_SLURM_DIR/sbatch-refuses" ]; then echo "sbatch: error: Batch job submission failed: Invalid account" >&2; exit 1; fi
-n=$(cat "$FAKE_SLURM_DIR/next-id" 2>/dev/null || echo 1001)
-echo $((n + 1)) > "$FAKE_SLURM_DIR/next-id"
-echo "$n;cluster-a"
-"""
-FAKE_SQUEUE = """#!/bin/bash
-echo "squeue $*" >> "$FAKE_SLURM_DIR/calls.txt"
-cat "$FAKE_SLURM_DIR/squeue.txt" 2>/dev/null
-"""
-FAKE_SCANCEL = """#!/bin/bash
-echo "scancel $*" >> "$FAKE_SLURM_DIR/calls.txt"
-if [ "$1" = "1001" ]; then echo "scancel: error: Kill job error on job id 1001: Invalid job id specified" >&2; exit 1; fi
-"""
-
-
-@pytest.fixture
-def fake_slurm_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_runs: Path) -> Path:
-    """A PATH whose sbatch, squeue and scancel are the fakes; their folder (calls.txt, squeue.txt)."""
-    folder = tmp_path / "fakeslurm"
-    (folder / "bin").mkdir(parents=True)
-    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE), ("scancel", FAKE_SCANCEL)):
-        (folder / "bin" / name).write_text(text)
-        (folder / "bin" / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_DIR", str(folder))
-    monkeypatch.setattr("backend.queue.slurm._last_answer", None)  # no answer of another test's squeue
-    return folder
-
-
-def _calls(folder: Path) -> list[str]:
-    path = folder / "calls.txt"
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def _listing(output: str) -> list[str]:
@@ -110,11 +75,11 @@ def test_queue_add_slurm_submits_in_order_lists_squeue_and_cancels(
     # rm: scancel of that job id only
     result = runner.invoke(full_app(), ["queue", "rm", second.id])
     assert result.exit_code == 0, result.output
-    assert _calls(folder)[-1] == "scancel 1002"
+    assert _calls(folder)[-1] == "scancel -- 1002"
     assert "SLURM job 1002 cancelled (scancel 1002)" in result.output
     result = runner.invoke(full_app(), ["queue", "rm", first.id])  # squeue forgot it: scancel says so
     assert result.exit_code == 0, result.output
-    assert _calls(folder)[-1] == "scancel 1001" and "SLURM job 1001 was over already" in result.output
+    assert _calls(folder)[-1] == "scancel -- 1001" and "SLURM job 1001 was over already" in result.output
     assert [e.id for e in read_queue().entries] == [third.id]
     assert [c.split()[0] for c in _calls(folder)].count("scancel") == 2
 

@@ -329,13 +329,13 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         """Queue it (a sweep: every combination) and start the keeper (#25); the queue screen (F7) lists it."""
         from backend.queue.add import add_profiles
         from backend.queue.keeper import ensure_keeper
-        from backend.queue.store import QueueDamaged
+        from backend.queue.store import QueueDamaged, QueueRefused
         from backend.queue.sweep import SweepError
 
         try:
             added = add_profiles([(profile, base_dir)])
             ensure_keeper()
-        except (SweepError, QueueDamaged) as err:
+        except (SweepError, QueueRefused, QueueDamaged) as err:
             self.app.notify(str(err), title="Not queued", severity="error", timeout=15, markup=False)
             return
         self.app.notify("\n".join(f"{e.id}  {e.name}" for e in added), title=f"Queued {len(added)} run(s) (F7: "
