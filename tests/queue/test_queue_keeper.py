@@ -87,8 +87,9 @@ def test_an_oom_is_retried_with_the_same_global_batch_from_the_last_checkpoint(q
     assert "CUDA out of memory" in (failed.reason or "")
     assert (retry.attempt, retry.parent) == (2, failed.id)
     checkpoint = str(Path(failed.run_dir or "") / "output" / "checkpoint-1")
-    assert retry.note == (f"OOM retry: micro-batch 2 -> 1, accumulation 1 -> 2; global batch 2 kept; resumes from "
-                          f"{checkpoint}; CUDA out of memory again: oom_retry 1 used up")
+    assert retry.note == (f"OOM retry: micro-batch 2 -> 1, accumulation 1 -> 2; global batch 2 kept (1 x 2 x 1 "
+                          f"process(es)); resumes from {checkpoint} (same global batch: its learning-rate schedule "
+                          f"goes on); CUDA out of memory again: oom_retry 1 used up")
     assert (_arg(failed.run_dir, "--per_device_train_batch_size"), _arg(failed.run_dir,
                                                                         "--gradient_accumulation_steps")) == ("2", "1")
     assert _arg(retry.run_dir, "--per_device_train_batch_size") in (None, "1")  # 1 is the default, not passed
