@@ -158,6 +158,8 @@ class StepTime(_Event, tag="step_time", frozen=True):
     step_seconds: list[float] = []  # each step's wall time, fetch to step end, in order
     data_wait: float = 0.0
     forward_backward: float = 0.0
+    forward: float = 0.0  # of forward_backward: the loss's forward, before any gradient exchange
+    forward_wait: float = 0.0  # of forward: waiting for the other ranks in DDP's buffer broadcast
     optimizer: float = 0.0
     other_in_step: float = 0.0
     logging: float = 0.0

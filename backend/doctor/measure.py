@@ -21,6 +21,8 @@ class RankSteps:
     rank: int
     step_seconds: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+    forward: float = 0.0  # of forward_backward: before the gradient exchange
+    forward_wait: float = 0.0  # of forward: waiting for the other ranks (DDP's buffer broadcast)
     real_tokens: int = 0
     padded_tokens: int = 0
     real_tokens_sq: int = 0
@@ -34,6 +36,8 @@ class RankSteps:
         self.step_seconds += event.step_seconds
         for part in PARTS:
             self.seconds[part] += getattr(event, part)
+        self.forward += event.forward
+        self.forward_wait += event.forward_wait
         self.real_tokens += event.real_tokens
         self.padded_tokens += event.padded_tokens
         self.real_tokens_sq += event.real_tokens_sq
@@ -58,6 +62,16 @@ class RankSteps:
         """Median step once the first ones are past (all steps when there are few)."""
         steady = self.step_seconds[WARMUP_STEPS:] if len(self.step_seconds) > 2 * WARMUP_STEPS else self.step_seconds
         return statistics.median(steady) if steady else None
+
+    @property
+    def own_work(self) -> float | None:
+        """Per step, what this rank does alone: waiting for its data and its forward, less the forward's wait for
+        the other ranks (DDP's buffer broadcast). In data-parallel training every rank's step lasts as long as the
+        slowest's (the others wait for it), so the step time cannot name a slow rank; this can."""
+        steps = len(self.step_seconds)
+        if not steps or self.forward <= 0:
+            return None
+        return (self.seconds["data_wait"] + self.forward - self.forward_wait) / steps
 
     @property
     def padding_share(self) -> float | None:

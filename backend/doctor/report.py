@@ -70,8 +70,10 @@ class Diagnosis:
             if lead.seconds[part] > 0:
                 out.append(f"    {PART_NAMES[part]:<28} {lead.seconds[part]:9.3f} s  {lead.share(part):6.1%}")
         if len(self.measured.ranks) > 1:
-            out.append("  per rank: " + ", ".join(f"rank {r.rank} median step {r.steady_step or 0:.3f} s"
-                                                  for r in self.measured.ranks.values()))
+            out.append("  per rank: " + ", ".join(
+                f"rank {r.rank} median step {r.steady_step or 0:.3f} s"
+                + (f" (its own work {r.own_work:.3f} s)" if r.own_work is not None else "")
+                for r in self.measured.ranks.values()))
         share = self.measured.padding_share
         out.append(f"  tokens: {self.measured.real_tokens:,} real, {self.measured.padded_tokens:,} padding"
                    + (f" ({share:.1%} of the batches)" if share is not None else ""))
@@ -110,7 +112,7 @@ class Diagnosis:
             "steps": len(lead.step_seconds) if lead else 0,
             "seconds": dict(lead.seconds) if lead else {},
             "shares": {part: lead.share(part) for part in PARTS} if lead else {},
-            "ranks": {r.rank: {"steps": len(r.step_seconds), "median_step": r.steady_step,
+            "ranks": {r.rank: {"steps": len(r.step_seconds), "median_step": r.steady_step, "own_work": r.own_work,
                                "real_tokens": r.real_tokens, "padded_tokens": r.padded_tokens}
                       for r in self.measured.ranks.values()},
             "real_tokens": self.measured.real_tokens, "padded_tokens": self.measured.padded_tokens,

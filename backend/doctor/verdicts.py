@@ -130,18 +130,23 @@ def _eval_share(measured: Measured, settings: RunSettings, peak: GpuPeak | None)
 
 
 def _slow_rank(measured: Measured, settings: RunSettings, peak: GpuPeak | None) -> Verdict | None:
-    medians = {rank: r.steady_step for rank, r in measured.ranks.items() if r.steady_step}
-    if len(medians) < 2:
+    """The rank whose own work per step (data wait + forward, before the gradient exchange) stands out; runs
+    without that measurement fall back to the median step."""
+    ranks = measured.ranks.values()
+    own = {r.rank: r.own_work for r in ranks if r.own_work}
+    what, values = ("own work per step (data wait + forward, less waiting for the others)", own) if len(own) == len(measured.ranks) else (
+        "median step", {r.rank: r.steady_step for r in ranks if r.steady_step})
+    if len(values) < 2:
         return None
-    worst = max(medians, key=lambda rank: medians[rank])
-    others = statistics.median(v for rank, v in medians.items() if rank != worst)
-    ratio = medians[worst] / others if others else 0.0
+    worst = max(values, key=lambda rank: values[rank] or 0.0)
+    others = statistics.median(v or 0.0 for rank, v in values.items() if rank != worst)
+    ratio = (values[worst] or 0.0) / others if others else 0.0
     if ratio < SLOW_RANK:
         return None
     return Verdict(
         "slow_rank", f"rank {worst}'s steps are {ratio:.1f}x the median of the others'",
-        f"median step {medians[worst]:.3f} s on rank {worst}, {others:.3f} s on the others",
-        f"the others wait for it at every gradient exchange: up to {1 - 1 / ratio:.0%} of the time if it caught up "
+        f"{what}: {values[worst]:.3f} s on rank {worst}, {others:.3f} s on the others (median)",
+        f"the others wait for it at every gradient exchange: up to {1 - 1 / ratio:.0%} of its time if it caught up "
         f"(look at its GPU, its data shard and its host)")
 
 

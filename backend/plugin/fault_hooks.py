@@ -15,6 +15,7 @@ import torch
 INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
 INJECT_HANG_ENV = "WORKBENCH_INJECT_HANG"
 INJECT_DATA_DELAY_ENV = "WORKBENCH_INJECT_DATA_DELAY"  # seconds more for every batch fetched (#38)
+INJECT_SLOW_RANK_ENV = "WORKBENCH_INJECT_SLOW_RANK"  # RANK:SECONDS more in every forward of that rank (#38)
 
 
 def inject_oom_step() -> int | None:
@@ -48,6 +49,7 @@ class FaultHooks:
     def install(self, trainer: Any) -> None:
         """Hook the overflow and NaN injections into the trainer (nothing when none is asked)."""
         slow_data_loader(trainer)
+        slow_rank(trainer)
         if self.inject_steps:
             trainable = next((p for p in trainer.model.parameters() if p.requires_grad), None)
             if trainable is not None:
@@ -103,3 +105,23 @@ def slow_data_loader(trainer: Any) -> None:
         return collate(rows)
 
     loader.collate_fn = slow_collate
+
+
+def slow_rank(trainer: Any) -> None:
+    """One rank slower than the others at every step (WORKBENCH_INJECT_SLOW_RANK=RANK:SECONDS, a sleep in its loss's
+    forward), for the throughput doctor's slow-rank verdict (#38)."""
+    parts = os.environ.get(INJECT_SLOW_RANK_ENV, "").split(":")
+    if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) != int(os.environ.get("RANK", "0")):
+        return
+    try:
+        delay = float(parts[1])
+    except ValueError:
+        return
+    loss = trainer.compute_loss
+
+    def slow_loss(*args: Any, **kwargs: Any) -> Any:
+        if trainer.model.training:
+            time.sleep(delay)
+        return loss(*args, **kwargs)
+
+    trainer.compute_loss = slow_loss

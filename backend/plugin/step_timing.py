@@ -4,7 +4,8 @@ Added to the trainer's callbacks by workbench_callback.py at the start of traini
 that an injected slow data loader is inside what is timed). It wraps two of the trainer's methods and listens to
 the step's callbacks:
 
-    get_batch_samples (data wait) -> on_step_begin -> training_step x accumulation (forward + backward)
+    get_batch_samples (data wait) -> on_step_begin -> training_step x accumulation (forward + backward; its
+    compute_loss: the forward, the part before any gradient exchange, which tells a slow rank from those waiting)
     -> clipping -> on_pre_optimizer_step -> optimizer.step (optimizer) -> on_optimizer_step -> scheduler
     -> on_step_end | logging (on_log) | evaluation (on_evaluate) | saving (on_save) | anything else, until the
     next fetch
@@ -48,7 +49,9 @@ class _Interval:
     last_step: int | None = None
     step_seconds: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("data_wait", "forward_backward", "optimizer", "logging", "eval", "save", "between_other"), 0.0))
+        ("data_wait", "forward_backward", "forward", "forward_wait", "optimizer", "logging", "eval", "save",
+         "between_other"),
+        0.0))
     gpu_pairs: list[tuple[str, Any, Any]] = field(default_factory=list)  # (what, start event, end event)
     micro_batches: int = 0
     rows: Any = 0  # a device tensor once a packed batch was counted
@@ -68,12 +71,13 @@ class StepTiming(TrainerCallback):
         self._mark: float | None = None  # when the time between steps began to be counted
         self._step_start = 0.0
         self._optimizer_start: Any = None
+        self._training = False
         self._wrap(trainer)
 
     # ------------------------------------------------------------ inside a step
 
     def _wrap(self, trainer: Any) -> None:
-        fetch, train = trainer.get_batch_samples, trainer.training_step
+        fetch, train, loss = trainer.get_batch_samples, trainer.training_step, trainer.compute_loss
 
         def timed_fetch(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -88,12 +92,37 @@ class StepTiming(TrainerCallback):
         def timed_training_step(model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
             self._count(inputs)
             start = self._clock()
-            result = train(model, inputs, *args, **kwargs)
+            self._training = True
+            try:
+                result = train(model, inputs, *args, **kwargs)
+            finally:
+                self._training = False
             self._add("forward_backward", start, self._clock())
             return result
 
+        def timed_loss(*args: Any, **kwargs: Any) -> Any:
+            if not self._training:  # evaluation's losses are not a step's forward
+                return loss(*args, **kwargs)
+            start = self._clock()
+            result = loss(*args, **kwargs)
+            self._add("forward", start, self._clock())
+            return result
+
+        ddp: Any = getattr(trainer, "model_wrapped", None)
+        sync = getattr(ddp, "_sync_buffers", None)  # DDP's buffer broadcast at the forward's start: ranks meet there
+        if callable(sync):
+
+            def timed_sync(*args: Any, **kwargs: Any) -> Any:
+                start = self._clock()
+                result = sync(*args, **kwargs)
+                if self._training:
+                    self._add("forward_wait", start, self._clock())
+                return result
+
+            ddp._sync_buffers = timed_sync
         trainer.get_batch_samples = timed_fetch
         trainer.training_step = timed_training_step
+        trainer.compute_loss = timed_loss
 
     def _clock(self) -> Any:
         if not self.cuda:

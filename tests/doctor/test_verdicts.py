@@ -94,3 +94,13 @@ def test_a_step_time_line_is_read_whole_by_every_reader(tmp_path: Path) -> None:
     assert isinstance(timed, StepTime) and (timed.real_tokens, timed.padded_tokens) == (30, 10)
     store = load_store(path)
     assert store.bad_lines == 0
+
+
+def test_in_data_parallel_the_rank_the_others_wait_for_is_named_by_its_own_work() -> None:
+    # both ranks' steps last 0.12 s; rank 0 spent 0.09 s of each forward waiting for rank 1 at the buffer broadcast
+    waiting = _rank(0, [0.12] * 10, forward=1.0, forward_wait=0.9)
+    slow = _rank(1, [0.12] * 10, forward=1.0)
+    said = {v.code: v for v in judge(_measured(waiting, slow), RunSettings({}, world_size=2), None, False)}
+    assert said["slow_rank"].said == "rank 1's steps are 10.0x the median of the others'"
+    assert said["slow_rank"].evidence == ("own work per step (data wait + forward, less waiting for the others): "
+                                          "0.100 s on rank 1, 0.010 s on the others (median)")
