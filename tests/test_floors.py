@@ -159,3 +159,10 @@ def test_import_linter_contracts_are_kept() -> None:
                           capture_output=True, text=True, cwd=REPO, timeout=scaled(300))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_backend_has_no_loose_module_at_its_top() -> None:
+    """One feature, one folder (#33): a module added straight under backend/ belongs to no room, even when
+    someone also adds it to the layers."""
+    loose = sorted(p.name for p in (REPO / "backend").glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"move these into the room of their feature (backend/<room>/): {loose}"
