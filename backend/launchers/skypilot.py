@@ -199,6 +199,9 @@ def _resources(job: LaunchProfile, options: SkyOptions, forecast: dict[str, Any]
     if options.infra:
         resources["infra"] = options.infra
     gpus = gpus_per_node(job)
+    if gpus and job.distribution.device == "auto":  # "auto" is "cuda when there is a GPU": here we choose there is
+        export.notes.append(f'[distribution] device is "auto": the task asks for {gpus} GPU(s) per node (set device '
+                            f'= "cpu" for CPU nodes)')
     if gpus:
         resources["accelerators"] = _accelerators(gpus, options, forecast.get("per_device_total_bytes"), margin,
                                                   export)
