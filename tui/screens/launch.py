@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from enum import Enum
 from pathlib import Path
 
 from textual import on, work
@@ -47,6 +48,13 @@ from tui.widgets.settings_tabs import SettingsTabs
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 from tui.widgets.validation_panel import ValidationPanel
 from tui.worker_failures import WorkerFailures, failure_text
+
+
+class LaunchChoice(Enum):
+    """What the launch dialog answers (Cancel, Escape: None)."""
+
+    NOW = "now"
+    QUEUE = "queue"
 
 
 class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
@@ -312,16 +320,16 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                         f"{len(blocking)} error(s)", severity="error", timeout=10, markup=False)
             return
         self.app.push_screen(ConfirmScreen("Launch this run?", launch_summary(self.profile, self.problems or ()),
-                                           [Choice("Start now", "now", "success", "launch"),
-                                            Choice("Queue", "queue", "primary", "queue"),
-                                            Choice("Cancel", "cancel", "default", "cancel")],
+                                           [Choice("Start now", LaunchChoice.NOW, "success", "launch"),
+                                            Choice("Queue", LaunchChoice.QUEUE, "primary", "queue"),
+                                            Choice("Cancel", None, "default", "cancel")],
                                            id="confirm-launch"), self._launch_confirmed)
 
-    def _launch_confirmed(self, launch: str | None) -> None:
-        if launch == "now":
+    def _launch_confirmed(self, launch: LaunchChoice | None) -> None:
+        if launch is LaunchChoice.NOW:
             self.notify("Starting the run…", timeout=4)
             self._start_run(self.profile.model_copy(deep=True), self.document.base_dir)
-        elif launch == "queue":
+        elif launch is LaunchChoice.QUEUE:
             self._queue_run(self.profile.model_copy(deep=True), self.document.base_dir)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Queueing the run")
