@@ -2,7 +2,8 @@
 chosen optimizer steps (WORKBENCH_INJECT_OVERFLOW_STEPS, before the scaler unscales: a real overflow), a NaN
 loss at chosen steps ([debug] inject_nan_steps of the run's profile, for the watchdog), and CUDA out of memory
 at step N (WORKBENCH_INJECT_OOM_STEP=N, the queue's OOM retry, #25), and one rank that hangs inside a step
-(WORKBENCH_INJECT_HANG=RANK:STEP:SECONDS: it sleeps in its loss computation while the others wait for it, #39)."""
+(WORKBENCH_INJECT_HANG=RANK:STEP:SECONDS: it sleeps in its loss computation while the others wait for it, #39),
+and a slow model load (WORKBENCH_INJECT_LOAD_DELAY=SECONDS, #35)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ INJECT_OOM_ENV = "WORKBENCH_INJECT_OOM_STEP"
 INJECT_HANG_ENV = "WORKBENCH_INJECT_HANG"
 INJECT_DATA_DELAY_ENV = "WORKBENCH_INJECT_DATA_DELAY"  # seconds more for every batch fetched (#38)
 INJECT_SLOW_RANK_ENV = "WORKBENCH_INJECT_SLOW_RANK"  # RANK:SECONDS more in every forward of that rank (#38)
+INJECT_LOAD_DELAY_ENV = "WORKBENCH_INJECT_LOAD_DELAY"  # seconds held just before swift loads the model (#35)
 
 
 def inject_oom_step() -> int | None:
@@ -35,6 +37,14 @@ def inject_hang(rank: int) -> tuple[int, float] | None:
 def injected_hang(seconds: float) -> None:
     """The injected hang: a plain sleep, so the stack shows this function (and its caller, the loss)."""
     time.sleep(seconds)
+
+
+def slow_model_load() -> None:
+    """Hold the run's start for WORKBENCH_INJECT_LOAD_DELAY seconds just before swift loads the model: a slow
+    load, for the monitor's first minute (#35)."""
+    value = os.environ.get(INJECT_LOAD_DELAY_ENV, "")
+    if value.replace(".", "", 1).isdigit():
+        time.sleep(float(value))
 
 
 class FaultHooks:

@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
 from backend.contract.heartbeat import RankProgressWriter, heartbeat_path, register_stack_dump
 from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
-from backend.plugin.fault_hooks import FaultHooks
+from backend.plugin.fault_hooks import FaultHooks, slow_model_load
 from backend.plugin.flight_dump import start_dump_listener
 from backend.plugin.loss_scale import LossScale
 from backend.plugin.save_asks import SaveAsks, rank
@@ -308,6 +308,7 @@ def _announce_model_loading() -> None:
         writer.close()
     except OSError:  # a read-only run folder: the phase comes from the log
         pass
+    slow_model_load()
 
 
 callbacks_map["workbench_events"] = WorkbenchEventsCallback

@@ -14,9 +14,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from run_fixtures import FixedSystem, fixture_run, open_monitor, wait_for
+import pytest
+from run_fixtures import REPO, FixedSystem, fixture_run, long_quickstart, open_monitor, wait_for
 
 from backend.rundir.layout import RunFolder
+from backend.runs.start import start_run
+from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 from tui.app import WorkbenchApp
 
@@ -92,3 +95,27 @@ def test_status_of_a_starting_run_says_its_phase(isolated_runs: Path) -> None:
             "phase": "model", "text": "loading the model: 13/26 weights", "done": 13, "total": 26, "since": now - 30}
     finally:
         supervisor.kill()
+
+
+@pytest.mark.slow
+async def test_a_real_run_whose_model_load_is_slow_shows_it_loading(tiny_model: Path, isolated_runs: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_INJECT_LOAD_DELAY", "600")  # inherited by the run's trainer: it never gets past
+    run = start_run(long_quickstart(), base_dir=REPO / "profiles")
+    try:
+        async with WorkbenchApp(None, start_mode="runs").run_test(size=(120, 36)) as pilot:
+            monitor = await open_monitor(pilot, run.path, poll_interval=0.5)
+            phases: list[str] = []
+
+            def seen(text: str) -> bool:
+                shown = _summary(monitor)
+                if shown.startswith("no logged step yet: ") and shown.split(" · ")[0] not in phases:
+                    phases.append(shown.split(" · ")[0])
+                return shown.startswith(text)
+
+            await wait_for(pilot, lambda: seen("no logged step yet: loading the model · "), timeout=300,
+                           what="the model loading on screen")
+            assert phases == ["no logged step yet: starting swift (imports)", "no logged step yet: loading the model"]
+            assert str(monitor.query_one("#run-status").content) == "running"
+    finally:
+        stop_run(run)
