@@ -27,10 +27,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from backend.contract.alerts import Alert
 from backend.core.process_identity import JOB_MARKER_ENV, RUN_MARKER_ENV
+from backend.core.tail import last_lines
 from backend.watch.config import NotifySection, effective_notify
 
 DELIVERIES_FILE = "deliveries.jsonl"
@@ -166,7 +167,7 @@ class CommandSink(Sink):
 
     def send(self, alert: Alert) -> None:
         payload = json.dumps({**alert.to_json(), "line": alert.line()}, default=str)
-        with tempfile.TemporaryFile() as errors:
+        with tempfile.NamedTemporaryFile(prefix="workbench-sink-") as errors:
             process = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                        stderr=errors, env=_unmarked_env(), start_new_session=True)
             try:
@@ -176,7 +177,8 @@ class CommandSink(Sink):
                 raise PermanentFailure(f"timed out after {self.timeout:g} s; everything it started was killed") \
                     from None
             if process.returncode != 0:
-                raise RuntimeError(f"exit code {process.returncode}: {_tail(errors, self.kept_bytes)}")
+                said = last_lines(errors.name, self.kept_bytes).text.strip()[-300:]
+                raise RuntimeError(f"exit code {process.returncode}: {said}")
 
 
 def _unmarked_env() -> dict[str, str]:
@@ -189,12 +191,6 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-
-
-def _tail(handle: IO[bytes], limit: int) -> str:
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(max(0, size - limit))
-    return handle.read().decode("utf-8", errors="replace").strip()[-300:]
 
 
 class DesktopSink(Sink):

@@ -167,3 +167,13 @@ def test_alerts_still_queued_when_the_supervisor_ends_are_recorded(tmp_path: Pat
     records = [json.loads(line) for line in (tmp_path / "deliveries.jsonl").read_text().splitlines()]
     assert ("fin", "gave_up", "the supervisor ended before delivery (waited 0.5 s)") in [
         (r["alert_id"], r["status"], r["error"]) for r in records]
+
+
+def test_a_failing_command_is_said_with_the_end_of_its_stderr() -> None:
+    """The command's last words reach the delivery record (the file's tail, its first lines dropped)."""
+    sink = CommandSink("printf 'early line\\n%.0s' $(seq 600) >&2; echo 'disk full: /mnt/alerts' >&2; exit 3")
+    with pytest.raises(RuntimeError) as failure:
+        sink.send(ALERT)
+    said = str(failure.value)
+    assert said.startswith("exit code 3: ") and said.endswith("early line\ndisk full: /mnt/alerts")
+    assert len(said) <= len("exit code 3: ") + 300
