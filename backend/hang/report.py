@@ -42,6 +42,8 @@ class HangReport:
 
     def summary(self) -> str:
         """One line for the alert, the monitor and the webhook: who lags, then the groups."""
+        if not self.ranks and not self.tables and self.flight is None:
+            return ""  # nothing by rank to say (a run older than the rank records): the alert stays as it was
         said = "; ".join(self.groups) if self.groups else "no rank reported its progress"
         return f"{self.why} {said}." if self.why else f"{said}."
 
