@@ -31,6 +31,7 @@ from typing import Any
 from backend.checkpoints.pins import link_tree
 from backend.checkpoints.targets import ModelTarget, TargetError, target_of_run
 from backend.core.fs import write_text_atomic
+from backend.data.files import bounded_lines, too_long
 from backend.evaluation.results import RESULT_NAME
 from backend.jobs.job import EvalFinish, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
 from backend.models.refs import local_path
@@ -103,21 +104,26 @@ def read_rows(path: Path) -> tuple[str, list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     formats: set[str] = set()
     bad: list[str] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as err:
-            bad.append(f"line {number}: not valid JSON ({err.args[0].split(':')[0]})")
-            continue
-        try:
-            fmt, row = _row(data)
-        except ValueError as err:
-            bad.append(f"line {number}: {err}")
-            continue
-        formats.add(fmt)
-        rows.append(row)
+    with open(path, "rb") as handle:  # line by line, each bounded as the training data's readers bound it
+        for number, raw in bounded_lines(handle):
+            if raw is None:
+                bad.append(too_long(number))
+                continue
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as err:
+                bad.append(f"line {number}: not valid JSON ({err.args[0].split(':')[0]})")
+                continue
+            try:
+                fmt, row = _row(data)
+            except ValueError as err:
+                bad.append(f"line {number}: {err}")
+                continue
+            formats.add(fmt)
+            rows.append(row)
     if len(formats) > 1:
         bad.append("the file mixes question-answer and multiple-choice rows; keep one kind per file")
     if bad:

@@ -10,28 +10,46 @@ numpy 1.x); here only the Native benchmarks are listed (tests/test_private_inter
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from backend.core.fs import write_text_atomic
+from backend.core.fs import LockTimeout, file_lock, write_text_atomic
+from backend.core.paths import data_dir
 from backend.evaluation.job import SUBSET
 from backend.evaluation.results import RESULT_NAME
 from backend.jobs.job import PROGRESS_PREFIX
+from backend.launch.nodes import free_port
+
+PORT_TRIES = 50
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def reserved_port(probe: Callable[[], int] = free_port) -> Iterator[int]:
+    """A free port (`probe`: one the OS says is free now) held for this worker until the block ends:
+    `<data dir>/ports/<port>.lock` is flocked, and a port another eval's worker holds is never given out, so
+    two evals at once never hand swift the same port between the probe and swift's own bind."""
+    folder = data_dir() / "ports"
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        for _ in range(PORT_TRIES):
+            port = probe()
+            try:
+                held.enter_context(file_lock(folder / f"{port}.lock", wait=0.0))
+            except LockTimeout:
+                continue  # another eval holds it until its swift has finished with it
+            yield port
+            return
+    raise RuntimeError(f"no free port for swift's deploy server after {PORT_TRIES} tries")
 
 
-def swift_argv(plan: dict[str, Any], model: dict[str, Any], output: Path) -> list[str]:
+def swift_argv(plan: dict[str, Any], model: dict[str, Any], output: Path, port: int) -> list[str]:
     benchmark = plan["benchmark"]
     dataset_args: dict[str, Any] = {"local_path": plan["data_dir"], "subset_list": [SUBSET]}
     if benchmark == "general_qa":
@@ -42,22 +60,53 @@ def swift_argv(plan: dict[str, Any], model: dict[str, Any], output: Path) -> lis
             "--eval_dataset_args", json.dumps({benchmark: dataset_args}),
             "--eval_generation_config", json.dumps(generation), "--eval_num_proc", "1",
             "--eval_output_dir", str(output), "--result_path", str(output / "infer_result.jsonl"),
-            "--host", "127.0.0.1", "--port", str(free_port())]
+            "--host", "127.0.0.1", "--port", str(port)]
     if plan.get("limit"):
         argv += ["--eval_limit", str(plan["limit"])]
     return argv
 
 
 def read_report(output: Path, benchmark: str, metric: str) -> tuple[float | None, dict[str, float], int | None]:
-    """(main score, every metric's score, rows evaluated) from the EvalScope report under `output`."""
+    """(main score, every metric's score, rows evaluated) from the EvalScope report under `output`; ReportError
+    naming the file when it is there but not the report EvalScope writes."""
     reports = sorted(output.glob(f"native/*/reports/*/{benchmark}.json"))
     if not reports:
         return None, {}, None
-    report = json.loads(reports[-1].read_text(encoding="utf-8"))
-    metrics = {str(m["name"]).removeprefix("mean_"): float(m["score"]) for m in report.get("metrics", [])}
-    score = metrics.get(metric, report.get("score"))
-    counts = [int(m["num"]) for m in report.get("metrics", []) if "num" in m]
-    return (None if score is None else float(score)), metrics, (max(counts) if counts else None)
+    try:
+        report = json.loads(reports[-1].read_text(encoding="utf-8"))
+        metrics = {str(m["name"]).removeprefix("mean_"): float(m["score"]) for m in report.get("metrics", [])}
+        score = metrics.get(metric, report.get("score"))
+        counts = [int(m["num"]) for m in report.get("metrics", []) if "num" in m]
+        return (None if score is None else float(score)), metrics, (max(counts) if counts else None)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ReportError(f"EvalScope's report {reports[-1]} cannot be read ({type(err).__name__}: {err})") from None
+
+
+class ReportError(Exception):
+    """An EvalScope report that is there but cannot be read (the message names the file and why)."""
+
+
+def _evaluate(plan: dict[str, Any], model: dict[str, Any], job_dir: Path) -> dict[str, Any]:
+    """One model's `swift eval` and its score: the result line of eval.json (its error said, never raised)."""
+    output = job_dir / model["role"]
+    with reserved_port() as port:
+        argv = swift_argv(plan, model, output, port)
+        print("+ " + " ".join(argv), flush=True)
+        code = subprocess.call(argv, cwd=job_dir)
+    score: float | None = None
+    metrics: dict[str, float] = {}
+    rows: int | None = None
+    error: str | None = None
+    try:
+        score, metrics, rows = read_report(output, plan["benchmark"], plan["metric"])
+    except ReportError as err:
+        error = str(err)
+    if code != 0:
+        error = f"swift eval exited with {code}"
+    elif error is None and score is None:
+        error = f"swift eval wrote no EvalScope report under {output}"
+    return {"role": model["role"], "label": model["label"], "step": model["step"], "merged": model["merged"],
+            "score": None if error else score, "metrics": metrics, "error": error, "rows": rows}
 
 
 def run_plan(plan_path: Path) -> int:
@@ -68,18 +117,11 @@ def run_plan(plan_path: Path) -> int:
     evaluated = None
     for index, model in enumerate(models):
         print(f"{PROGRESS_PREFIX}{0.05 + 0.9 * index / len(models):.2f} swift eval of {model['label']}", flush=True)
-        output = job_dir / model["role"]
-        argv = swift_argv(plan, model, output)
-        print("+ " + " ".join(argv), flush=True)
-        code = subprocess.call(argv, cwd=job_dir)
-        score, metrics, rows = read_report(output, plan["benchmark"], plan["metric"])
-        error = None if code == 0 else f"swift eval exited with {code}"
-        if code == 0 and score is None:
-            error = f"swift eval wrote no EvalScope report under {output}"
+        line = _evaluate(plan, model, job_dir)
+        rows = line.pop("rows")
         evaluated = rows if rows is not None else evaluated
-        results.append({"role": model["role"], "label": model["label"], "step": model["step"],
-                        "merged": model["merged"], "score": None if error else score, "metrics": metrics,
-                        "error": error})
+        results.append(line)
+        error, score = line["error"], line["score"]
         print(f"workbench: {model['label']}: " + (error or f"{plan['metric']} {score:.4f}"), flush=True)
         if error:
             break
