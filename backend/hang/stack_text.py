@@ -19,7 +19,7 @@ COLLECTIVES = ("all_reduce", "broadcast", "barrier", "monitored_barrier", "all_g
                "gather", "scatter", "reduce", "send", "recv", "broadcast_object_list", "wait")
 
 
-_SINGULAR = {"wait": "waits", "are": "is"}
+_SINGULAR = {"wait": "waits", "are": "is", "have": "has"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Call:
         if self.kind == "save":
             return f"are saving, {self.name}{at}"
         if self.kind == "none":
-            return self.name
+            return f"have no stack ({self.name})"
         return f"are in {self.name}{at}"
 
 

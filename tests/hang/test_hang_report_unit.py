@@ -115,6 +115,7 @@ Current thread 0x00007f1351a11b80 (most recent call first):
 def test_calls_and_rank_lists() -> None:
     assert call_of(DDP_BUFFER_BROADCAST).describe(one=True) == (
         "waits in _distributed_broadcast_coalesced (torch/nn/parallel/distributed.py:2363)")
-    assert call_of("py-spy failed: Permission denied").describe() == "py-spy failed: Permission denied"
+    assert call_of("py-spy failed: Permission denied").describe(one=True) == (
+        "has no stack (py-spy failed: Permission denied)")
     assert not call_of(SLEEPING_IN_THE_LOSS).waiting and call_of(PYSPY_ALL_REDUCE).waiting
     assert rank_list([5, 0, 1, 2, 3, 9, 10]) == "ranks 0-3, 5, 9-10" and rank_list([4]) == "rank 4"
