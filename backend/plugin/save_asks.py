@@ -38,7 +38,11 @@ class SaveAsks:
             try:
                 signal.signal(getattr(signal, name), self._on_signal)
             except (ValueError, OSError):  # not the main thread: the request file still works
-                pass
+                continue
+            if name == "SIGUSR1":
+                # the supervisor starts every process of the run with SIGUSR1 blocked (backend/rundir/supervise.py):
+                # one sent before this handler existed has waited, and is delivered now
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signalled = signal.Signals(signum).name  # acted on at the end of the current step

@@ -117,8 +117,10 @@ class RunState(ProcessFields):
     profile_name: str
     status: Status = "starting"
     pgid: Pid | None = None
-    trainer_pid: Pid | None = None
+    trainer_pid: Pid | None = None  # the process that trains (local rank 0's); the launcher's until it is found
     trainer_started: Moment | None = None
+    launcher_pid: Pid | None = None  # the command the supervisor started (accelerate's launcher)
+    launcher_started: Moment | None = None
     created_at: Moment = Field(default_factory=time.time)
     started_at: Moment | None = None
     ended_at: Moment | None = None

@@ -115,3 +115,46 @@ def wait_gone(marker: Marker, timeout: float) -> bool:
             return True
         time.sleep(0.2)
     return not marker.processes()
+
+
+def is_trainer(proc: psutil.Process) -> bool:
+    """A process that trains: swift's entry point (`-m swift.cli.<task>`), not a launcher running it."""
+    try:
+        line = proc.cmdline()
+    except psutil.Error:
+        return False
+    return any(word.startswith("swift.cli.") for word in line) and "accelerate.commands.launch" not in line \
+        and not any("torch.distributed.run" in word or word.endswith("torchrun") for word in line)
+
+
+def find_trainer(launcher_pid: int) -> psutil.Process | None:
+    """The training process under a run's launcher: local rank 0's swift process when there are several (the
+    one rank 0 of this machine), or None while it is not started yet."""
+    try:
+        below = psutil.Process(launcher_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    found = [proc for proc in below if is_trainer(proc)]
+
+    def rank_of(proc: psutil.Process) -> int:
+        try:
+            value = proc.environ().get("LOCAL_RANK", "0")
+        except psutil.Error:
+            return 1 << 30
+        return int(value) if value.isdigit() else 1 << 30
+
+    return min(found, key=lambda proc: (rank_of(proc), proc.pid), default=None)
+
+
+def pending_signals(pid: int) -> set[int]:
+    """The signals pending (blocked, not yet delivered) at a process of this host, from /proc; empty when it
+    cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            masks = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+    except (OSError, ValueError, IndexError):
+        return set()
+    mask = 0
+    for value in masks:
+        mask |= value
+    return {n for n in range(1, 65) if mask & (1 << (n - 1))}

@@ -9,9 +9,14 @@ folder's log, the folder's marker in its environment) and does, for every kind, 
 
 1. signal handlers first: SIGHUP and SIGINT are ignored (only a stop, which signals every process of
    the folder, or the command's end ends it); a SIGTERM is passed on to the command, and one that
-   comes before the command exists is remembered and delivered right after it starts (never lost);
+   comes before the command exists is remembered and delivered right after it starts (never lost).
+   A handler only notes the signal: the main loop acts on it (a kind's `intercept_signal` writes files,
+   and an error there, a full disk, must not end the supervisor while its command runs on);
 2. records who keeps the folder (host, boot, pid + start time), unless a stop came first;
-3. starts the kind's command and waits for it;
+3. starts the kind's command, with SIGUSR1 blocked (inherited through exec: a launcher, accelerate's or
+   torch elastic's, whose default action would be to die, never acts on it; the trainer unblocks it once its
+   handler is installed, and one sent before then waits for it), and waits for it, calling the kind's
+   `tick` between looks (a run finds its real trainer process);
 4. waits for the stragglers that carry the folder's marker (torch elastic's workers sit in sessions
    of their own) and kills those left after a grace time;
 5. lets the kind record the outcome. The final state is written before this process exits: the
@@ -26,7 +31,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -36,6 +43,7 @@ from backend.core.process_identity import Marker, current_boot_id, start_time_of
 from backend.rundir.process import signal_processes
 
 STRAGGLER_SECONDS = 30.0
+POLL_SECONDS = 0.25  # how soon a noted signal is acted on, and the kind's tick
 
 
 @dataclass(frozen=True)
@@ -70,13 +78,15 @@ class Kept(Protocol):
 
 class SignalRelay:
     """SIGTERM to the supervisor goes to its command, also when it comes before the command exists.
-    `intercept` (a run's save on signal, #27) may take a SIGTERM or SIGUSR1 instead (True: taken)."""
+    `intercept` (a run's save on signal, #27) may take a SIGTERM or SIGUSR1 instead (True: taken).
+    The handler only notes the signal; `act`, called by the main loop, does the rest."""
 
     def __init__(self, intercept: Callable[[int], bool] | None = None) -> None:
         self.child: subprocess.Popen[bytes] | None = None
         self.pending: int | None = None
         self.received = False
         self.intercept = intercept
+        self.noted: list[int] = []
 
     def install(self) -> SignalRelay:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -87,18 +97,34 @@ class SignalRelay:
         return self
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if self.intercept is not None and self.intercept(signum):
-            return
-        if signum != signal.SIGTERM:
-            return
-        self.received = True
-        if self.child is None:
-            self.pending = signum  # delivered by `attach` once the command has started
-        elif self.child.poll() is None:
-            self.child.send_signal(signum)
+        self.noted.append(signum)  # no I/O here: `act` (the main loop) does it
+
+    def act(self) -> None:
+        """Act on the signals noted since the last call: the kind's intercept, else SIGTERM passed on."""
+        while self.noted:
+            signum = self.noted.pop(0)
+            if self.intercept is not None and self._intercepted(signum):
+                continue
+            if signum != signal.SIGTERM:
+                continue
+            self.received = True
+            if self.child is None:
+                self.pending = signum  # delivered by `attach` once the command has started
+            elif self.child.poll() is None:
+                self.child.send_signal(signum)
+
+    def _intercepted(self, signum: int) -> bool:
+        assert self.intercept is not None
+        try:
+            return self.intercept(signum)
+        except Exception:  # the kind's own failure: said in the log, the signal then goes its plain way
+            print(f"workbench supervisor: acting on {signal.Signals(signum).name} failed:\n{traceback.format_exc()}",
+                  file=sys.stderr, flush=True)
+            return False
 
     def attach(self, child: subprocess.Popen[bytes]) -> None:
-        self.child = child  # from here on the handler forwards by itself
+        self.child = child
+        self.act()
         pending, self.pending = self.pending, None
         if pending is not None and child.poll() is None:
             child.send_signal(pending)
@@ -109,6 +135,7 @@ def supervise(kept: Kept) -> int:
     relay = SignalRelay(getattr(kept, "intercept_signal", None)).install()
     stop_asked = kept.record_keeper(host=this_host(), boot_id=current_boot_id(), supervisor_pid=os.getpid(),
                                     supervisor_started=start_time_of(os.getpid()))
+    relay.act()
     if stop_asked or relay.received:  # stopped before it began: nothing is started
         kept.ended(None, stopped=True)
         return 0
@@ -119,17 +146,38 @@ def supervise(kept: Kept) -> int:
         return 0
     relay.attach(child)
     kept.started(child)
-    code = child.wait()
+    code = _wait(child, relay, getattr(kept, "tick", None))
     wait_for_stragglers(kept.marker)
     kept.ended(code, relay.received)
     return 0
 
 
+def _wait(child: subprocess.Popen[bytes], relay: SignalRelay,
+          tick: Callable[[subprocess.Popen[bytes]], None] | None) -> int:
+    """The command's exit code; meanwhile the signals noted are acted on and the kind's `tick` is called."""
+    while True:
+        relay.act()
+        if tick is not None:
+            try:
+                tick(child)
+            except Exception:  # a look that failed is tried again at the next tick; the command runs on
+                print(f"workbench supervisor: tick failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        try:
+            return child.wait(timeout=POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _spawn(command: Command) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command.argv, cwd=command.cwd, env={**os.environ, **command.env},
                             stdin=subprocess.DEVNULL,
-                            # the command gets default SIGINT handling back (SIGHUP stays ignored)
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=_child_signals)
+
+
+def _child_signals() -> None:
+    """In the command before exec: default SIGINT handling back (SIGHUP stays ignored), SIGUSR1 blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
 
 def wait_for_stragglers(marker: Marker, timeout: float = STRAGGLER_SECONDS) -> None:

@@ -20,6 +20,7 @@ from backend.rundir.layout import FolderBusy, FolderNotWritable, RunFolder, Stat
 from backend.runs.errors import RunRefused
 from backend.runs.start import start_run
 from backend.runs.status import refresh
+from backend.runs.verdict import finished_by_evidence
 
 
 def continue_as_new_run(run: RunFolder, *, max_steps: int | None = None, workspace: Path | None = None,
@@ -38,7 +39,7 @@ def continue_as_new_run(run: RunFolder, *, max_steps: int | None = None, workspa
 
 def _continued_profile(run: RunFolder, max_steps: int | None) -> LaunchProfile:
     state = refresh(run)
-    if state.status != "finished":
+    if state.status != "finished" and finished_by_evidence(run) is None:  # finished, then a late signal (#34)
         hint = "resume it instead" if state.status in ("stopped", "failed") else "wait for it to finish"
         raise RunRefused(f"run {run.run_id} is {state.status}: only a finished run is continued as a new run; {hint}")
     checkpoints = run.complete_checkpoints()

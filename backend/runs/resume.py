@@ -38,6 +38,7 @@ from backend.runs.errors import RunRefused
 from backend.runs.outputs import owner_of
 from backend.runs.start import profile_world, record_supervisor
 from backend.runs.status import refresh
+from backend.runs.verdict import finished_by_evidence, read_evidence
 
 
 def resume_run(run: RunFolder, *, allow_world_change: bool = False,
@@ -86,10 +87,12 @@ def resume_world_check(run: RunFolder, allow_world_change: bool, argv: list[str]
 
 def _resume_locked(run: RunFolder, allow_world_change: bool, report: Callable[[str], None]) -> RunFolder:
     state = refresh(run)
-    if state.status == "finished":
+    finished = finished_by_evidence(run) if state.status != "finished" else None
+    if state.status == "finished" or finished:
         last = run.complete_checkpoints()[-1:]
-        raise RunRefused(f"run {run.run_id} finished: resuming would train past its end, and swift's rotation would "
-                         "delete a completed checkpoint. To train more, start a new run from its checkpoint"
+        said = f" ({finished}, although its state says {state.status})" if finished else ""
+        raise RunRefused(f"run {run.run_id} finished{said}: resuming would train past its end, and swift's rotation "
+                         "would delete a completed checkpoint. To train more, start a new run from its checkpoint"
                          + (f" ({last[0]})" if last else "") + f": workbench resume {run.run_id} --as-new-run")
     if state.status not in RESUMABLE_STATUSES:
         hint = "stop it first" if state.is_active else "only a stopped, failed or lost (unknown) run can be resumed"
@@ -123,6 +126,10 @@ def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = F
         why = "; ".join(v.problem or "" for v in choice.skipped[:2])
         raise RunRefused(f"run {run.run_id} has no complete checkpoint to resume from" + (f" ({why})" if why else ""))
     checkpoint = choice.checkpoint
+    past_end = _at_its_end(run, checkpoint)
+    if past_end:
+        raise RunRefused(f"cannot resume {run.run_id}: {past_end}; resuming would train past its end. To train "
+                         f"more, start a new run from it: workbench resume {run.run_id} --as-new-run")
     command = run.read_command()
     if not isinstance(command.get("argv"), list) or not all(isinstance(a, str) for a in command["argv"]):
         why = "is missing" if not run.command_path.is_file() else "is damaged (no argv list)"
@@ -141,7 +148,8 @@ def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = F
     run.write_state(state.model_copy(update={
         "status": "starting", "attempt": state.attempt + 1, "resumed_from": str(checkpoint),
         "exit_code": None, "signal": None, "failure_reason": None, "ended_at": None, "stop_requested": False,
-        "trainer_pid": None, "trainer_started": None, "supervisor_pid": None, "supervisor_started": None,
+        "trainer_pid": None, "trainer_started": None, "launcher_pid": None, "launcher_started": None,
+        "supervisor_pid": None, "supervisor_started": None,
         "host": run.new_state("").host, "boot_id": run.new_state("").boot_id,
     }))
     said = [*choice.lines(), *notes]
@@ -152,6 +160,16 @@ def prepare_resume(run: RunFolder, state: RunState, allow_world_change: bool = F
         for line in said:
             log.write(f"workbench: {line}\n")
     return command
+
+
+def _at_its_end(run: RunFolder, checkpoint: Path) -> str | None:
+    """Why `checkpoint` is the run's end (its step reached the max_steps its events name), or None."""
+    last = read_evidence(run.events_path)
+    max_steps = next((e.max_steps for e in (last.end, last.last_log) if e is not None and e.max_steps), None)
+    step = int(checkpoint.name.rsplit("-", 1)[1])
+    if max_steps is None or step < max_steps:
+        return None
+    return f"{checkpoint.name} is at step {step}, the run's last (max_steps {max_steps})"
 
 
 def _rebuilt_command(run: RunFolder, command: dict[str, Any], world: World) -> dict[str, Any]:

@@ -121,7 +121,26 @@ def judge_exit(run: RunFolder, code: int, stop_requested: bool) -> tuple[str, st
         why = trained_nothing(run, tail)
         if why:
             return "failed", why, None
+        return status, reason, sig
+    finished = finished_by_evidence(run)
+    if finished is not None and trained_nothing(run, tail) is None:
+        # the training had ended and saved its last checkpoint: a signal at the launcher's shutdown changes nothing
+        how = f"killed by {sig}" if sig else f"exited with code {code}"
+        return "finished", f"{finished}; the launcher was then {how} during its shutdown", None
     return status, reason, sig
+
+
+def finished_by_evidence(run: RunFolder, evidence: Evidence | None = None) -> str | None:
+    """'finished at step 12 of 12 (run_end, checkpoint-12 complete)' when the newest run_end says finished and
+    the newest complete checkpoint is of its step, else None."""
+    end = (evidence or read_evidence(run.events_path)).end
+    if end is None or end.status != "finished" or end.step is None:
+        return None
+    checkpoint, _ = last_complete_checkpoint(run)
+    if checkpoint is None or checkpoint.name != f"checkpoint-{end.step}":
+        return None
+    of = f" of {end.max_steps}" if end.max_steps else ""
+    return f"finished at step {end.step}{of} (run_end, {checkpoint.name} complete)"
 
 
 def last_complete_checkpoint(run: RunFolder) -> tuple[Path | None, list[str]]:

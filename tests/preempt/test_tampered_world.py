@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.rundir.layout import RunFolder
 from backend.rundir.world import file_sha256
 from backend.runs.start import profile_world
 from backend.runs.stop import stop_run
@@ -22,7 +23,8 @@ def workspace(isolated_runs: Path) -> Path:
     return isolated_runs
 
 
-def _run_with_world(workspace: Path, data: Path, hashes: dict[str, str], world: dict | None = None):  # type: ignore[no-untyped-def]
+def _run_with_world(workspace: Path, data: Path, hashes: dict[str, str],
+                    world: dict[str, object] | None = None) -> RunFolder:
     argv = [sys.executable, "-c", "import time; time.sleep(60)", "--dataset", str(data)]
     run = h.fake_run(workspace, status="stopped", argv=argv, checkpoints=(4,))
     now = profile_world(run.read_profile()).model_dump()
