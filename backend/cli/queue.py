@@ -28,7 +28,7 @@ from backend.queue.store import (
     queue_dir,
     read_queue,
 )
-from backend.queue.sweep import SweepError
+from backend.queue.sweep import SweepError, expand
 
 queue_app = typer.Typer(help="Runs that wait their turn: started one after another by the queue keeper.",
                         invoke_without_command=True, no_args_is_help=False)
@@ -94,7 +94,11 @@ def add(
     if sky:
         from backend.cli.sky import submit_to_sky
 
-        for profile, base_dir in items:
+        try:  # a [sweep] is one managed job per combination, as the local queue has one run each
+            runs = [(run, base_dir) for profile, base_dir in items for run in expand(profile)]
+        except SweepError as err:
+            fail(str(err))
+        for profile, base_dir in runs:
             submit_to_sky(profile, base_dir, bucket=bucket, accelerator=None, spot=spot, infra=None)
         return
     if slurm:

@@ -130,3 +130,16 @@ def test_a_refused_launch_leaves_nothing_behind(fake_sky: Path, tiny_model: Path
     assert ("sky jobs launch did not submit the job: sky.exceptions.ResourcesUnavailableError: Failed to acquire "
             "resources in all zones") in result.output
     assert [p.name for p in isolated_runs.iterdir()] == []
+
+
+def test_a_sweep_is_one_managed_job_per_combination(fake_sky: Path, tiny_model: Path, isolated_runs: Path,
+                                                    tmp_path: Path) -> None:
+    from tests.runs.helpers import quick_profile
+
+    profile = quick_profile(tmp_path, sweep={"training.learning_rate": [1e-4, 2e-4]})
+    result = _cli("queue", "add", str(profile), "--sky", "--bucket", "team-runs")
+    assert result.exit_code == 0, result.output
+    launches = [call.split(" --name ")[1] for call in _calls(fake_sky) if call.startswith("sky jobs launch ")]
+    assert launches == ["quickstart-test-lr1e-04 --yes --detach-run", "quickstart-test-lr2e-04 --yes --detach-run"]
+    assert [line.split(",")[0] for line in result.output.splitlines() if line.startswith("submitted")] == \
+        ["submitted SkyPilot job 7", "submitted SkyPilot job 7"]
