@@ -33,6 +33,7 @@ from backend.core.fs import file_lock, write_bytes_atomic
 from backend.core.shell_words import flag_value
 from backend.golden.answers import PROMPTS_COPY, answers_path, golden_dir
 from backend.golden.prompts import PromptsError, prompts_path, read_prompts
+from backend.hardware.machine import visible_devices_env
 from backend.jobs.job import JobFolder, JobSpec, list_jobs, new_job_id, refresh_job, start_job
 from backend.profile import ProfileError
 from backend.rundir.checkpoint_verdict import checkpoint_problem
@@ -117,10 +118,10 @@ class GoldenPlan:
 
 
 def start_golden(run: RunFolder, *, steps: list[int] | None = None, base: bool | None = None,
-                 note: str = "") -> JobFolder:
+                 note: str = "", gpu: int | None = None) -> JobFolder:
     """Start one golden job for `steps` (None: every complete checkpoint without answers) and the base model
-    (None: when it has no answers yet). GoldenRefused when there is nothing to answer or a golden job of
-    the run is running already."""
+    (None: when it has no answers yet), pinned to GPU `gpu` when given. GoldenRefused when there is nothing to
+    answer or a golden job of the run is running already."""
     prompts = prompts_of_run(run)
     with file_lock(golden_dir(run) / ".golden.lock", wait=10):
         running = active_golden_job(run)
@@ -132,10 +133,10 @@ def start_golden(run: RunFolder, *, steps: list[int] | None = None, base: bool |
         if not plan.base and not plan.steps:
             raise GoldenRefused(f"every checkpoint of {run.run_id} has its golden answers")
         job_id = new_job_id("golden")
-        return start_job(run.jobs_dir, _spec(run, plan, prompts, note), job_id=job_id)
+        return start_job(run.jobs_dir, _spec(run, plan, prompts, note, gpu), job_id=job_id)
 
 
-def _spec(run: RunFolder, plan: GoldenPlan, prompts: Path, note: str) -> JobSpec:
+def _spec(run: RunFolder, plan: GoldenPlan, prompts: Path, note: str, gpu: int | None = None) -> JobSpec:
     try:
         max_new_tokens = run.read_profile().eval.max_new_tokens
     except (ProfileError, OSError, ValueError, AttributeError):
@@ -147,10 +148,12 @@ def _spec(run: RunFolder, plan: GoldenPlan, prompts: Path, note: str) -> JobSpec
         targets.append({"label": f"checkpoint-{step}", "step": step, "checkpoint": str(_checkpoint(run, step))})
     argv = [sys.executable, "-m", "backend.golden.job", "--run", str(run.path), "--prompts", str(prompts),
             "--max-new-tokens", str(max_new_tokens), "--targets", json.dumps(targets)]
+    env = visible_devices_env([gpu]) if gpu is not None else {}
+    on_gpu = [f"on GPU {gpu} (CUDA_VISIBLE_DEVICES)"] if gpu is not None else []
     return JobSpec(kind="golden", description=f"golden prompts answered by {', '.join(plan.labels())}", argv=argv,
-                   cwd=str(Path(__file__).resolve().parents[2]), output=str(golden_dir(run)),
+                   env=env, cwd=str(Path(__file__).resolve().parents[2]), output=str(golden_dir(run)),
                    notes=[f"prompts: {prompts}", f"greedy, seed {SEED}, max_new_tokens {max_new_tokens}",
-                          *([note] if note else [])])
+                          *on_gpu, *([note] if note else [])])
 
 
 def _checkpoint(run: RunFolder, step: int) -> Path:
@@ -181,34 +184,50 @@ def inference_copy_bytes(forecast: dict[str, Any], on_gpu: bool) -> int | None:
     return model + int(extra)
 
 
-def inference_fits(run: RunFolder) -> tuple[bool, str]:
-    """(fits, why): whether one inference copy fits beside the training now. CPU: host RAM available
-    (psutil); GPU: the forecast against NVML's free memory of the run's GPUs (backend/hardware/machine.py)."""
+@dataclass(frozen=True)
+class Fit:
+    """Whether one inference copy fits beside the training now, why, and on which GPU (None: on the CPU)."""
+
+    fits: bool
+    why: str
+    gpu: int | None = None
+
+
+def inference_fits(run: RunFolder) -> Fit:
+    """Whether one inference copy fits beside the training now. CPU: host RAM available (psutil); GPU: the
+    forecast against NVML's free memory, the GPU chosen by nvitop's `select_devices` (the job is pinned to it:
+    swift's default device map would take cuda:0, the training's)."""
     try:
         forecast = json.loads(run.forecast_path.read_text(encoding="utf-8"))
         device = run.read_profile().distribution.device
     except (ProfileError, OSError, ValueError) as err:
-        return False, f"no forecast to judge by ({err}); answering after training"
+        return Fit(False, f"no forecast to judge by ({err}); answering after training")
     from backend.core.units import size
-    from backend.hardware.machine import detect_hardware
+    from backend.hardware.machine import detect_hardware, select_gpus
 
     hardware = detect_hardware()
     on_gpu = device == "cuda" or (device == "auto" and hardware.has_cuda)
     need = inference_copy_bytes(forecast, on_gpu)
     if need is None:
-        return False, "the forecast has no evaluation phase; answering after training"
-    if on_gpu:
-        free = [g.memory_free_bytes for g in hardware.gpus if g.memory_free_bytes is not None]
-        if not free:
-            return False, "NVML tells no free GPU memory; answering after training"
-        have, where = max(free), "free on the emptiest GPU (NVML)"
-    else:
+        return Fit(False, "the forecast has no evaluation phase; answering after training")
+    if not on_gpu:
         import psutil
 
-        have, where = psutil.virtual_memory().available, "host RAM available"
-    fits = have >= need
-    return fits, (f"an inference copy needs about {size(need)}, {size(have)} {where}: "
-                  + ("answering while training goes on" if fits else "answering after training"))
+        have = psutil.virtual_memory().available
+        fits = have >= need
+        return Fit(fits, f"an inference copy needs about {size(need)}, {size(have)} host RAM available: "
+                   + ("answering while training goes on" if fits else "answering after training"))
+    chosen = select_gpus(1, need)
+    if not chosen:
+        free = [g.memory_free_bytes for g in hardware.gpus if g.memory_free_bytes is not None]
+        most = f"{size(max(free))} free on the emptiest GPU (NVML)" if free else "NVML tells no free GPU memory"
+        return Fit(False, f"an inference copy needs about {size(need)}, {most}: answering after training")
+    gpu = chosen[0]
+    info = hardware.gpu(gpu)
+    free_now = f"{size(info.memory_free_bytes)} free on GPU {gpu}" if info and info.memory_free_bytes is not None \
+        else f"GPU {gpu} has room"
+    return Fit(True, f"an inference copy needs about {size(need)}, {free_now} (NVML): answering on GPU {gpu} while "
+                     "training goes on", gpu)
 
 
 class GoldenKeeper:
@@ -219,7 +238,8 @@ class GoldenKeeper:
         self.run, self.say = run, say
         self.ended = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="golden-keeper", daemon=True)
-        self.fits: bool | None = None
+        self.fits: bool | None = None  # the last verdict
+        self.said = ""  # the last verdict said in the run's log (said again only when it changes)
 
     def start(self) -> GoldenKeeper:
         self.thread.start()
@@ -233,21 +253,25 @@ class GoldenKeeper:
         if active_golden_job(self.run) is not None:
             return None
         # the base model is answered with the first checkpoint (one job, one start-up), or after training
-        if missing_steps(self.run) or (not training and not answers_path(self.run, None).is_file()):
-            if training:
-                if self.fits is None:
-                    self.fits, why = inference_fits(self.run)
-                    self.say(f"golden prompts: {why}")
-                if not self.fits:
-                    return None
-            try:
-                job = start_golden(self.run, note="started by the run's supervisor"
-                                   + ("" if training else " after training ended"))
-            except GoldenRefused:
+        if not missing_steps(self.run) and (training or answers_path(self.run, None).is_file()):
+            return None
+        gpu = None
+        if training:  # judged again at every start: free memory changes while training goes on
+            fit = inference_fits(self.run)
+            if fit.why != self.said:
+                self.say(f"golden prompts: {fit.why}")
+                self.said = fit.why
+            self.fits = fit.fits
+            if not fit.fits:
                 return None
-            self.say(f"golden prompts: job {job.job_id} started ({job.read_spec().description})")
-            return job
-        return None
+            gpu = fit.gpu
+        try:
+            job = start_golden(self.run, note="started by the run's supervisor"
+                               + ("" if training else " after training ended"), gpu=gpu)
+        except GoldenRefused:
+            return None
+        self.say(f"golden prompts: job {job.job_id} started ({job.read_spec().description})")
+        return job
 
     def finish(self, timeout: float | None = None) -> None:
         """The trainer ended: wait for a golden job still running, then start one for the checkpoints left."""

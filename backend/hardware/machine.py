@@ -142,6 +142,19 @@ def visible_devices_env(gpu_ids: list[int]) -> dict[str, str]:
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids)}
 
 
+def select_gpus(count: int, min_free_bytes: int | None = None) -> list[int]:
+    """Up to `count` GPUs (NVML numbering) with at least `min_free_bytes` free now, as nvitop's own
+    `select_devices` picks them (most free memory first); [] when none qualifies or NVML cannot be asked."""
+    try:
+        nvitop = _nvitop()
+        devices = [d for d in (_device(nvitop, i) for i in range(nvitop.Device.count())) if d is not None]
+        chosen = nvitop.select_devices(devices, format="index", force_index=True, max_count=count,
+                                       min_free_memory=min_free_bytes)
+    except Exception:  # noqa: BLE001 - no NVML (library, driver, permission): no GPU to give
+        return []
+    return [int(i) for i in chosen]
+
+
 # ---------------------------------------------------------------- NVML, through nvitop
 
 
