@@ -38,6 +38,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header
 from textual.worker import Worker, get_current_worker
 
+from backend.cluster.follow import seen_line
 from backend.hardware.monitor import SystemMonitor, SystemSample
 from backend.series import MetricsStore
 from tui.feed import RunFeed
@@ -319,6 +320,14 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         now = self.clock()
         self.query_one(RunProgress).show(self.feed.state, self.feed.store.throughput(), now)
         self.query_one(MetricPanels).show_startup(self._startup_line(now))
+        self.sub_title = self._seen_title(now)
+
+    def _seen_title(self, now: float) -> str:
+        """A run from elsewhere (another host, a synced copy) says how old what is shown is (#40)."""
+        state = self.feed.state
+        elsewhere = state.elsewhere() if state is not None and state.status != "damaged" else None
+        seen = seen_line(self.feed.run.path, elsewhere=elsewhere, now=now)
+        return f"{KEEP_GOING} · seen: {seen}" if seen else KEEP_GOING
 
     def _startup_line(self, now: float) -> str | None:
         """What the loss panel says before the first logged step: the starting run's phase (#35)."""
