@@ -31,10 +31,12 @@ class FieldEditor(Vertical):
     FieldEditor {
         height: auto;
         .field-row { height: 1; }
-        &.-multiline .field-row { height: 3; }
+        /* a multi-line text is as tall as its text (up to 8 lines): a fixed box cut it and drew a
+           scrollbar's fragments beside it */
+        &.-multiline .field-row { height: auto; }
         .field-label { width: 30; color: $text; }
         .field-control { width: 1fr; }
-        TextArea.field-control { height: 3; }
+        TextArea.field-control { height: auto; min-height: 2; max-height: 8; }
         .field-button { width: auto; margin-left: 1; }
         .field-note { color: $text-muted; padding-left: 30; height: auto; }
         &:focus-within .field-label { text-style: bold; color: $accent; }
