@@ -62,3 +62,12 @@ def test_tui_start_up_imports_nothing_heavy() -> None:
             "print(' '.join(sys.modules))")
     loaded = set(_child(code).split())
     assert not [m for m in HEAVY if m in loaded]
+
+
+def test_the_first_frames_path_leaves_numpy_for_later() -> None:
+    """What `workbench` imports before its first frame (the CLI, the plug-ins wired, the app, the launch
+    screen) leaves numpy and the metrics store to the screens that plot (#41: ~0.1 s of the first frame)."""
+    code = ("import sys, backend.cli, tui.app, tui.screens.launch; from backend.cli.wiring import install; "
+            "install(); print(' '.join(sys.modules))")
+    loaded = set(_child(code).split())
+    assert [m for m in ("numpy", "backend.series") if m in loaded] == []

@@ -24,9 +24,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from backend.checkpoints.pins import pinned_dir, pins_problem, read_pins
 from backend.checkpoints.saved_events import SavedEvents, read_saved_events
@@ -36,7 +34,6 @@ from backend.core.units import size
 from backend.profile import ProfileError
 from backend.rundir.layout import RunFolder
 from backend.runs.attempts import attempt_text
-from backend.series import SMOOTHING, ema
 
 _LOCK = threading.Lock()  # the read caches, and a scoreboard being built from them
 
@@ -248,7 +245,14 @@ def _row(step: int, folder: Path | None, copy: Path | None, pinned: bool, world_
                "save_total_limit)", pinned=pinned)
 
 
+if TYPE_CHECKING:
+    import numpy as np
+
+
 def _align(rows: list[Row], events: SavedEvents) -> None:
+    import numpy as np  # here, not at the top: every command and the TUI register the scoreboard's columns as
+    # they start (backend/cli/wiring.py), and numpy is ~0.1 s of a first frame that draws no scoreboard
+
     log_steps = sorted(s for s, loss in events.logs.items())
     losses = np.array([np.nan if events.logs[s] is None else events.logs[s] for s in log_steps], dtype=float)
     smooth = _debiased_ema(losses)
@@ -272,6 +276,10 @@ def _align(rows: list[Row], events: SavedEvents) -> None:
 
 def _debiased_ema(losses: np.ndarray) -> np.ndarray:
     """The monitor's smoothing (backend.series.ema, debiased as TensorBoard does); missing losses skipped."""
+    import numpy as np
+
+    from backend.series import SMOOTHING, ema
+
     out = np.full(len(losses), np.nan)
     known = ~np.isnan(losses)
     if known.any():
