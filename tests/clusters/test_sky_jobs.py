@@ -1,6 +1,6 @@
 """`workbench run PROFILE --on sky` and `queue add --sky` (#40 item 2) against a fake `sky` on PATH: a script that
 writes its arguments to a log, answers "Job submitted, ID: 7" to `sky jobs launch` and prints the test's file
-to `sky jobs queue --output json`. The task itself is checked by SkyPilot's real parser before it is
+to `sky jobs queue --output json` (records made by SkyPilot's own ManagedJobRecord model). The task itself is checked by SkyPilot's real parser before it is
 submitted. Expected commands and lines are written by hand."""
 
 from __future__ import annotations
@@ -53,10 +53,15 @@ def _calls(folder: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _sky_says(folder: Path, status: str, recoveries: int = 0, **more: object) -> None:
-    record = {"job_id": 7, "job_name": "quickstart", "status": status, "recovery_count": recoveries,
-              "failure_reason": None, **more}
-    (folder / "queue.json").write_text(json.dumps([record]))
+def _sky_says(folder: Path, status: str, recoveries: int = 0) -> None:
+    """What `sky jobs queue --output json` prints for job 7: SkyPilot's own record model, dumped as its CLI
+    dumps it (`[r.model_dump(mode='json') for r in managed_jobs]`), so the fields are SkyPilot 0.14's."""
+    from sky.jobs.state import ManagedJobStatus
+    from sky.schemas.api.responses import ManagedJobRecord
+
+    record = ManagedJobRecord(job_id=7, job_name="quickstart", status=ManagedJobStatus(status),
+                              recovery_count=recoveries)
+    (folder / "queue.json").write_text(json.dumps([record.model_dump(mode="json")]))
 
 
 def _status(run_id: str) -> tuple[str, str]:
