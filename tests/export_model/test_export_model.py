@@ -20,7 +20,7 @@ from backend.jobs.job import list_jobs
 from backend.rundir.layout import RunFolder
 from backend.ship.export_model import plan_export
 from backend.ship.parity import DIFFERENT, SAME, SAME_BUT_END, describe, finish_parity, read_parity, start_parity
-from tests.jobs.jobs_helpers import finish
+from tests.jobs.jobs_helpers import finish, results
 
 runner = CliRunner()
 
@@ -61,6 +61,17 @@ def test_merged_export_answers_like_the_checkpoint(run: RunFolder, merged_export
     assert len(list_jobs(run.jobs_dir, kind="merge")) == 1
     infers = [job.read_spec() for job in list_jobs(run.jobs_dir, kind="infer")]
     assert sorted("--adapters" in spec.argv for spec in infers) == [False, True]
+    # one model loaded at a time: the export's answers are asked once the checkpoint's job has ended
+    states = sorted((job.read_state() for job in list_jobs(run.jobs_dir, kind="infer")),
+                    key=lambda state: state.created_at)
+    assert states[0].ended_at is not None and states[1].created_at >= states[0].ended_at
+    # parity.json keeps the answers it compared, row by row, as the two answer files hold them
+    trained = {row["index"]: row for row in results(next(
+        spec.output for spec in infers if "--adapters" in spec.argv))}
+    kept = json.loads((folder / "parity.json").read_text(encoding="utf-8"))["answers"]
+    assert [(a["index"], a["prompt"], a["trained"]) for a in kept] == [
+        (i, trained[i]["prompt"], trained[i]["answer"]) for i in sorted(trained)]
+    assert all(a["export"] == a["trained"] for a in kept)
 
 
 def test_a_second_merged_export_reuses_the_merge(run: RunFolder, merged_export: dict[str, Any]) -> None:
@@ -88,7 +99,10 @@ def test_ollama_modelfile_has_the_training_template(run: RunFolder, merged_expor
     assert result.exit_code == 0, result.output
     folder = run.path / "exports" / "checkpoint-4-ollama"
     merged = run.path / "merged" / "checkpoint-4-merged"
-    assert (folder / "Modelfile").read_text(encoding="utf-8") == QWEN_MODELFILE.format(model=merged)
+    assert (folder / "Modelfile").read_text(encoding="utf-8") == QWEN_MODELFILE.format(model="./model")
+    # the export folder is whole on its own: the merged model's files are in it, FROM names them relatively
+    assert sorted(p.name for p in (folder / "model").iterdir()) == sorted(p.name for p in merged.iterdir())
+    assert (folder / "model" / "model.safetensors").read_bytes() == (merged / "model.safetensors").read_bytes()
     check = json.loads((folder / "template_check.json").read_text(encoding="utf-8"))
     assert check["same"] is True
     assert check["cases"][1]["swift"] == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
@@ -111,15 +125,23 @@ def test_a_broken_export_is_reported_different(run: RunFolder, merged_export: di
     save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
     checkpoint = run.output_dir / "checkpoint-4"
     trained, exported = from_checkpoint(checkpoint, label="trained"), from_model_dir(broken)
-    first, second = start_parity(run, trained, exported, rows=2)
+    first, second = start_parity(run, trained, exported, rows=4)
     finish(first)
     finish(second)
     report = finish_parity(broken, first, second, trained, exported)
     assert report.verdict == DIFFERENT
-    assert report.first_divergence is not None
+    # the first diverging row and character, found by hand in the two answer files
+    ours = {row["index"]: row["answer"] for row in results(first.read_spec().output)}
+    theirs = {row["index"]: row["answer"] for row in results(second.read_spec().output)}
+    differing = sorted(i for i in ours if ours[i] != theirs.get(i))
+    assert len(differing) >= 2, f"rows {differing} differ: one row cannot tell the first divergence from the last"
+    row = differing[0]
+    a, b = ours[row], theirs[row]
+    char = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     d = report.first_divergence
-    assert d.adapter != d.export and d.adapter[:d.char] == d.export[:d.char]
-    assert (d.char == len(d.adapter) or d.char == len(d.export) or d.adapter[d.char] != d.export[d.char])
+    assert d is not None and (d.index, d.char, d.adapter, d.export) == (row, char, a, b)
+    kept = json.loads((broken / "parity.json").read_text(encoding="utf-8"))["answers"]
+    assert {k["index"]: (k["trained"], k["export"]) for k in kept} == {i: (ours[i], theirs.get(i)) for i in ours}
     text = "\n".join(describe(report))
     assert "parity: different answers" in text and f"first divergence: row {d.index}, character {d.char}" in text
     assert json.loads((broken / "parity.json").read_text(encoding="utf-8"))["verdict"] == DIFFERENT

@@ -51,17 +51,41 @@ def _two_equal_answers(stdout: str) -> str:
     return "\n".join(lines[:half])
 
 
+CHOICES = {"checkpoint": ["--checkpoint", "4"], "merged": ["--merged"]}
+
+
+@pytest.fixture(scope="module")
+def chats(run_copy: RunFolder) -> dict[str, subprocess.CompletedProcess[str]]:
+    """`workbench chat` of the run copy with checkpoint-4 and with its merged model (the base model's weights:
+    see run_copy), the same two questions each, once for the module."""
+    return {name: chat(str(run_copy.path), *which, *GREEDY, stdin="who are you?\n/reset\nwho are you?\n/exit\nnever\n")
+            for name, which in CHOICES.items()}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("which", [["--checkpoint", "4"], ["--merged"]], ids=["checkpoint", "merged"])
-def test_chat_with_a_runs_checkpoint_or_merged_model_and_reset(run_copy: RunFolder, which: list[str]) -> None:
-    result = chat(str(run_copy.path), *which, *GREEDY, stdin="who are you?\n/reset\nwho are you?\n/exit\nnever\n")
+@pytest.mark.parametrize("which", list(CHOICES))
+def test_chat_with_a_runs_checkpoint_or_merged_model_and_reset(run_copy: RunFolder, which: str,
+                                                               chats: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    result = chats[which]
     assert result.returncode == 0, result.stderr
-    label = "checkpoint-4-merged" if which == ["--merged"] else "checkpoint-4"
+    label = "checkpoint-4-merged" if which == "merged" else "checkpoint-4"
     assert f"loading {run_copy.run_id} {label} ..." in result.stderr
     assert f"{run_copy.run_id} {label}: ready in " in result.stderr
     assert result.stderr.count("(new conversation)") == 1
     assert result.stderr.count(" tokens in ") == 2  # two answers; nothing after /exit
     _two_equal_answers(result.stdout)
+
+
+@pytest.mark.slow
+def test_chat_with_a_checkpoint_answers_with_its_adapter_not_as_the_base_model(
+        chats: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """The label alone proves nothing: with the adapter never loaded, the base model would answer under it.
+    Four LoRA steps change the tiny model's greedy answer (seen by hand with `workbench chat RUN --checkpoint 4
+    --compare`), so checkpoint-4 must not answer as the base model does."""
+    tuned = _two_equal_answers(chats["checkpoint"].stdout)
+    base = _two_equal_answers(chats["merged"].stdout)  # run_copy's merged model is the base model itself
+    assert tuned.strip() and base.strip()
+    assert tuned != base, f"checkpoint-4 answered exactly as the base model: {tuned!r}"
 
 
 def test_chat_names_the_checkpoints_a_run_has_and_how_to_make_a_merged_model(run_copy: RunFolder,
