@@ -48,6 +48,10 @@ def _on_yes(act: Callable[[], object]) -> Callable[[bool | None], None]:
     return answered
 
 
+LOADING = "loading…"
+NO_RUNS = "No runs yet: launch one from the workspace (F2) or with `workbench run`."
+
+
 class RunsScreen(WorkerFailures, Screen[None]):
     CSS_PATH = "runs.tcss"
     BINDINGS = [
@@ -85,7 +89,7 @@ class RunsScreen(WorkerFailures, Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield Static("No runs yet: launch one from the workspace (F2) or with `workbench run`.", id="runs-empty")
+        yield Static(LOADING, id="runs-empty", markup=False)  # never "No runs yet" before the first read
         yield Static(KEEP_GOING, id="runs-note", markup=False)
         yield Footer()
 
@@ -133,7 +137,9 @@ class RunsScreen(WorkerFailures, Screen[None]):
                 table.add_row(*self._cells(summary), key=key)
             if current in self.summaries:
                 table.move_cursor(row=table.get_row_index(current))
-        self.query_one("#runs-empty").display = not self.summaries
+        empty = self.query_one("#runs-empty", Static)
+        empty.update(NO_RUNS)
+        empty.display = not self.summaries
         self._show_problems(message.problems)
 
     def _update_cells(self, table: DataTable, before: dict[str, RunSummary]) -> None:
