@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
-from backend.contract.events import Checkpoint, Eval, Event, RunBegin, RunEnd
+from backend.contract.events import Checkpoint, Eval, Event, Phase, RunBegin, RunEnd
 from backend.watch.finding import Finding, rank0_log
 
 
@@ -40,6 +40,8 @@ class HangDetector:
         if isinstance(event, RunEnd):
             self.last_progress = None  # training is over: what follows (saving, exiting) is not a hang
             return
+        if isinstance(event, Phase):
+            return  # the start-up phases before run_begin (loading a model can take minutes) arm nothing
         self.last_progress = now
         self._raised = False
         if isinstance(event, RunBegin):

@@ -119,3 +119,4 @@ def test_calls_and_rank_lists() -> None:
         "has no stack (py-spy failed: Permission denied)")
     assert not call_of(SLEEPING_IN_THE_LOSS).waiting and call_of(PYSPY_ALL_REDUCE).waiting
     assert rank_list([5, 0, 1, 2, 3, 9, 10]) == "ranks 0-3, 5, 9-10" and rank_list([4]) == "rank 4"
+
