@@ -132,8 +132,10 @@ def _source(file: Path) -> tuple[str, tuple[str, ...]]:
             imports.add(node.module)  # `from backend.x import y`: y may be a module too
             imports.update(f"{node.module}.{alias.name}" for alias in node.names)
     found = tuple(sorted(name for name in imports if name.split(".")[0] == "backend"))
-    _SOURCES[file] = (stamp, hashlib.sha256(text).hexdigest(), found)
-    return _SOURCES[file][1], found
+    sha = hashlib.sha256(text).hexdigest()
+    if stamp is not None:
+        _SOURCES[file] = (stamp, sha, found)
+    return sha, found
 
 
 def code_digest(question: str) -> str:

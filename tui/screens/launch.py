@@ -51,10 +51,11 @@ from tui.worker_failures import WorkerFailures, failure_text
 
 
 class LaunchChoice(Enum):
-    """What the launch dialog answers (Cancel, Escape: None)."""
+    """What the launch dialog answers (Escape: None)."""
 
     NOW = "now"
     QUEUE = "queue"
+    CANCEL = "cancel"
 
 
 class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
@@ -319,11 +320,11 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             self.notify(f"{first.field}: {first.message}\nFix: {first.fix}", title=f"Launch refused: "
                         f"{len(blocking)} error(s)", severity="error", timeout=10, markup=False)
             return
+        choices = [Choice("Start now", LaunchChoice.NOW, "success", "launch"),
+                   Choice("Queue", LaunchChoice.QUEUE, "primary", "queue"),
+                   Choice("Cancel", LaunchChoice.CANCEL, "default", "cancel")]
         self.app.push_screen(ConfirmScreen("Launch this run?", launch_summary(self.profile, self.problems or ()),
-                                           [Choice("Start now", LaunchChoice.NOW, "success", "launch"),
-                                            Choice("Queue", LaunchChoice.QUEUE, "primary", "queue"),
-                                            Choice("Cancel", None, "default", "cancel")],
-                                           id="confirm-launch"), self._launch_confirmed)
+                                           choices, id="confirm-launch"), self._launch_confirmed)
 
     def _launch_confirmed(self, launch: LaunchChoice | None) -> None:
         if launch is LaunchChoice.NOW:
