@@ -20,6 +20,7 @@ from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
 from backend.launch.validate import validate
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile
 from tests.fakes import CPU_BOX, gpu_box
+from tests.faults.helpers import cli
 from tests.timing import scaled
 
 SHIPPED = sorted(p.stem for p in SHIPPED_PROFILES_DIR.glob("*.toml"))
@@ -119,16 +120,14 @@ def test_good_extra_args_pass_as_key_equals_value(tmp_path: Path, schema: SwiftS
 def test_validate_cli_names_the_profile_key(tmp_path: Path, schema: SwiftSchema) -> None:
     path = tmp_path / "p.toml"
     path.write_text('name = "p"\n[extra_swift_args]\nseed = 7\nuse_liger_kernal = true\n')
-    done = subprocess.run([sys.executable, "-m", "backend.cli", "validate", str(path)], capture_output=True,
-                          text=True, timeout=scaled(120))
-    assert done.returncode == 1
+    done = cli("validate", str(path))  # in this process: the command's words are the subject, not its start-up
+    assert done.exit_code == 1, done.output
     assert "training.seed" in done.stdout and "use_liger_kernel" in done.stdout
 
 
 def test_schema_swift_lists_managed_and_free(schema: SwiftSchema) -> None:
-    done = subprocess.run([sys.executable, "-m", "backend.cli", "schema", "--swift"], capture_output=True,
-                          text=True, timeout=scaled(120))
-    assert done.returncode == 0, done.stderr
+    done = cli("schema", "--swift")
+    assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     assert len(lines) == len(schema.fields("sft")) + 1
     assert any(line.startswith("lora_rank (int, swift default 8) [managed by tuner.lora_rank]") for line in lines)
