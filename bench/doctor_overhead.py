@@ -38,8 +38,11 @@ class LoopTrainer:
     def get_batch_samples(self, iterator: Any, num_batches: int, device: Any = None) -> tuple[list, None]:
         return [next(iterator) for _ in range(num_batches)], None
 
+    def compute_loss(self, model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(**inputs).loss
+
     def training_step(self, model: Any, inputs: dict[str, torch.Tensor], *args: Any) -> torch.Tensor:
-        loss = model(**inputs).loss
+        loss = self.compute_loss(model, inputs)
         loss.backward()
         return loss.detach()
 
@@ -71,7 +74,8 @@ def hook_cost(timing: StepTiming, batch: dict[str, torch.Tensor], calls: int = 2
     """Seconds per step of the measurement alone: the wrappers around no-op work, the callbacks, the counting."""
     state, control = SimpleNamespace(global_step=0), SimpleNamespace()
     inner = SimpleNamespace(get_batch_samples=lambda it, n, d=None: ([batch], None),
-                            training_step=lambda m, inputs, *a: None,
+                            training_step=lambda m, inputs, *a: inner.compute_loss(m, inputs),
+                            compute_loss=lambda m, inputs: None,
                             accelerator=SimpleNamespace(device=torch.device("cpu")))
     probe = StepTiming(inner, timing.writer)
     began = time.perf_counter()
