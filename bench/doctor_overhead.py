@@ -73,10 +73,10 @@ def run_block(trainer: LoopTrainer, timing: StepTiming | None, steps: int, start
 def hook_cost(timing: StepTiming, batch: dict[str, torch.Tensor], calls: int = 2000) -> float:
     """Seconds per step of the measurement alone: the wrappers around no-op work, the callbacks, the counting."""
     state, control = SimpleNamespace(global_step=0), SimpleNamespace()
-    inner = SimpleNamespace(get_batch_samples=lambda it, n, d=None: ([batch], None),
-                            training_step=lambda m, inputs, *a: inner.compute_loss(m, inputs),
-                            compute_loss=lambda m, inputs: None,
-                            accelerator=SimpleNamespace(device=torch.device("cpu")))
+    inner: Any = SimpleNamespace(get_batch_samples=lambda it, n, d=None: ([batch], None),
+                                 compute_loss=lambda m, inputs: None,
+                                 accelerator=SimpleNamespace(device=torch.device("cpu")))
+    inner.training_step = lambda m, inputs, *a: inner.compute_loss(m, inputs)
     probe = StepTiming(inner, timing.writer)
     began = time.perf_counter()
     for _ in range(calls):
