@@ -46,6 +46,7 @@ from backend.chat.protocol import (
     printable,
 )
 from backend.checkpoints.targets import ModelTarget
+from backend.core.own_children import end_session, signal_session
 from backend.core.paths import REPO_DIR
 
 WORKER_MARKER_ENV = "WORKBENCH_CHAT_WORKER"
@@ -134,27 +135,12 @@ class ChatClient:
             process.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
-            if process.poll() is not None:
-                break
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                process.wait(wait)
-            except subprocess.TimeoutExpired:
-                continue
-        if process.poll() is None:  # SIGKILLed but not gone yet (a disk in uninterruptible sleep)
-            threading.Thread(target=process.wait, daemon=True, name=f"{self.name}-reap").start()
+        end_session(process, timeout, name=self.name)
 
     def __del__(self) -> None:
         process = getattr(self, "_process", None)
-        if process is not None and process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if process is not None:
+            signal_session(process, signal.SIGKILL)
 
     @property
     def pid(self) -> int | None:
@@ -280,10 +266,7 @@ class ChatClient:
         shown = line.strip()
         self._fatal = self._fatal or (f"it sent a line that is not a message of the chat protocol: "
                                       f"{printable(shown[:200])}{'...' if len(shown) > 200 else ''}")
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_session(process, signal.SIGKILL)
 
     def _event_of(self, message: dict[str, Any]) -> ChatEvent | None:
         """The event a protocol message is; KeyError/TypeError/AttributeError when it is not one."""

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from backend.core.own_children import signal_session
 from backend.core.paths import REPO_DIR
 from backend.oracle.errors import OracleCancelled, OracleError
 
@@ -109,11 +110,7 @@ class Child:
         """SIGKILL the child's process group (its pid is the group's id), noting why: safe from any thread."""
         if because is not None and self._killed_because is None:
             self._killed_because = because
-        if self.alive:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_session(self.process, signal.SIGKILL)
 
     def kill(self, because: str | None = None) -> None:
         """`terminate`, then reap the child and close its pipes (the thread that asked only)."""

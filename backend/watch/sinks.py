@@ -11,7 +11,6 @@ when the alert is sent, and `webhook_token_env` names the variable holding a bea
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.contract.alerts import Alert
+from backend.core.own_children import signal_session
 from backend.core.process_identity import JOB_MARKER_ENV, RUN_MARKER_ENV
 from backend.core.tail import last_lines
 from backend.watch.config import NotifySection, effective_notify
@@ -173,7 +173,8 @@ class CommandSink(Sink):
             try:
                 process.communicate(payload.encode("utf-8"), timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(process)
+                signal_session(process, signal.SIGKILL)
+                process.wait()
                 raise PermanentFailure(f"timed out after {self.timeout:g} s; everything it started was killed") \
                     from None
             if process.returncode != 0:
@@ -184,13 +185,6 @@ class CommandSink(Sink):
 def _unmarked_env() -> dict[str, str]:
     """The environment without the run's (or job's) marker: a sink's process is none of the run's."""
     return {k: v for k, v in os.environ.items() if k not in (RUN_MARKER_ENV, JOB_MARKER_ENV)}
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL to the command's whole session (its pgid is its pid: start_new_session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 class DesktopSink(Sink):
