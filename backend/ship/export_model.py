@@ -1,7 +1,8 @@
 """Ship the model: export a run's checkpoint to a format people serve, then check that it answers like the trained one.
 
     merged     the checkpoint's merged 16-bit model (the merge job, jobs/merge.py; an existing merge is reused)
-    ollama     a Modelfile (FROM the merged folder) whose TEMPLATE, SYSTEM and stop tokens are swift's template's,
+    ollama     a Modelfile (FROM ./model: the merged model's files, hard-linked into the export folder, so the
+               folder is whole on its own) whose TEMPLATE, SYSTEM and stop tokens are swift's template's,
                the one the model was trained with; written by a job whose child asks swift (the `ollama` worker)
     bnb-4bit, awq, gptq   `swift export --quant_method ...` on the merged model: these need a GPU (AWQ/GPTQ also a
                calibration dataset), so they are refused on a machine without CUDA, with the reason
@@ -22,6 +23,7 @@ import os
 import secrets
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +34,12 @@ from backend.core.fs import write_text_atomic
 from backend.jobs.job import ExportFinish, JobFinishError, JobFolder, JobSpec, start_job, wait_job
 from backend.merge.job import MergeRefused, start_merge
 from backend.rundir.layout import RunFolder
-from backend.ship.parity import DEFAULT_ROWS, ParityReport, finish_parity, start_parity
+from backend.ship.parity import DEFAULT_ROWS, ParityReport, finish_parity, start_parity_job
 
 FORMATS = ("merged", "bnb-4bit", "awq", "gptq", "gguf", "ollama")
 EXPORTS_DIR_NAME = "exports"
 MODELFILE = "Modelfile"
+MODEL_DIR_NAME = "model"  # the merged model inside an Ollama export (the Modelfile's FROM ./model)
 TEMPLATE_CHECK = "template_check.json"
 # format -> (swift's --quant_method, bits, needs a calibration dataset)
 QUANTIZED: dict[str, tuple[str, int, bool]] = {"bnb-4bit": ("bnb", 4, False), "awq": ("awq", 4, True),
@@ -150,7 +153,24 @@ def plan_export(run: RunFolder, to: str, checkpoint: int | None = None, out: Pat
     if target.exists():
         raise ExportRefused(f"{target} already exists; exports are never overwritten, nothing was changed. "
                             "Choose another folder with --out (or remove that one).")
+    _refuse_out(run, target)
     return ExportPlan(run, to, found, why, merged, target, notes)
+
+
+def _refuse_out(run: RunFolder, target: Path) -> None:
+    """ExportRefused, before any job, for a target inside the run's checkpoint folder (the scoreboard would list
+    it as a checkpoint) or where no folder can be made (its nearest existing folder is asked with a probe
+    folder, made and removed at once)."""
+    output = run.output_dir.resolve()
+    if target == output or output in target.parents:
+        raise ExportRefused(f"--out {target} is inside the run's checkpoint folder {output} (the scoreboard would "
+                            "take it for a checkpoint); nothing was started. Choose a folder outside it.")
+    parent = next(p for p in target.parents if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".workbench-probe-", dir=parent))
+    except OSError as err:
+        raise ExportRefused(f"--out {target}: no folder can be made in {parent} ({err.strerror or err}); nothing "
+                            "was started. Choose a writable folder.") from None
 
 
 def run_export(plan: ExportPlan, rows: int = DEFAULT_ROWS, seen: JobSeen | None = None,
@@ -177,10 +197,11 @@ def run_export(plan: ExportPlan, rows: int = DEFAULT_ROWS, seen: JobSeen | None 
     trained = from_checkpoint(plan.checkpoint, label=f"{plan.run.run_id} {plan.checkpoint.name} (adapter)")
     if trained.adapters == ():  # a full fine-tune checkpoint is a model already
         notes.append("a full fine-tune checkpoint: the merged model is the checkpoint itself")
-    first, second = start_parity(plan.run, trained, exported, rows)
+    first = start_parity_job(plan.run, trained, rows)  # one model loaded at a time: the export's job after it
     told("parity: the trained checkpoint's answers", first)
-    told("parity: the export's answers", second)
     _wait(first, "parity (trained checkpoint)", timeout)
+    second = start_parity_job(plan.run, exported, rows)
+    told("parity: the export's answers", second)
     _wait(second, "parity (export)", timeout)
     report = finish_parity(plan.target, first, second, trained, exported, notes=notes)
     return ExportResult(plan.to, plan.target, plan.checkpoint, report)
@@ -321,7 +342,8 @@ def _ollama_worker(args: argparse.Namespace) -> None:
                             meta.default_system, stops)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / MODELFILE, modelfile_text(args.model, pieces))
+    _copy_model(Path(args.model), out / MODEL_DIR_NAME)
+    write_text_atomic(out / MODELFILE, modelfile_text(f"./{MODEL_DIR_NAME}", pieces))
     template.set_mode("train")
     cases = []
     for system in ("You are Quill.", None):
@@ -334,6 +356,23 @@ def _ollama_worker(args: argparse.Namespace) -> None:
     check = {"same": all(c["same"] for c in cases), "template": args.template, "cases": cases}
     write_text_atomic(out / TEMPLATE_CHECK, json.dumps(check, indent=2, ensure_ascii=False))
     print(f"Modelfile written; template check: {'same' if check['same'] else 'DIFFERENT'}", flush=True)
+
+
+def _copy_model(source: Path, folder: Path) -> None:
+    """The merged model's files in the export folder (hard links where the disk allows, else copies): the
+    Modelfile's FROM is that folder, relative, so the export folder is whole wherever it is moved."""
+    for item in sorted(source.rglob("*")):
+        if item.is_symlink() or not (item.is_file() or item.is_dir()):
+            continue
+        goal = folder / item.relative_to(source)
+        if item.is_dir():
+            goal.mkdir(parents=True, exist_ok=True)
+            continue
+        goal.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(item, goal)
+        except OSError:
+            shutil.copy2(item, goal)
 
 
 def main(argv: list[str] | None = None) -> None:

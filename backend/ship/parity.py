@@ -48,6 +48,8 @@ class ParityReport:
     first_divergence: Divergence | None = None
     notes: list[str] = field(default_factory=list)
     end_of_turn: list[str] = field(default_factory=list)  # how the export's end-of-turn differs from the trained one
+    # the answers compared, row by row: {"index", "prompt", "trained", "export"} (export None: no answer)
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,17 +69,21 @@ def parity_sources(run: RunFolder) -> tuple[list[str], str]:
                        "the parity check needs prompts")
 
 
-def start_parity(run: RunFolder, trained: ModelTarget, exported: ModelTarget,
-                 rows: int = DEFAULT_ROWS) -> tuple[JobFolder, JobFolder]:
-    """Start the two batch inference jobs (trained model, export) over the first `rows` prompts."""
+def start_parity_job(run: RunFolder, target: ModelTarget, rows: int = DEFAULT_ROWS) -> JobFolder:
+    """Start one batch inference job (`target` answering the first `rows` prompts). The parity check runs its two
+    jobs one after the other (run_export waits for the first): one model loaded at a time, so a GPU that holds
+    one holds the check."""
     sources, _ = parity_sources(run)
     settings = InferSettings(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0, limit=rows)
-    jobs = []
-    for target in (trained, exported):
-        job_id, spec = plan_infer(run, dataset=sources, settings=settings, target=target)
-        Path(spec.output).parent.mkdir(parents=True, exist_ok=True)
-        jobs.append(start_job(run.jobs_dir, spec, job_id=job_id))
-    return jobs[0], jobs[1]
+    job_id, spec = plan_infer(run, dataset=sources, settings=settings, target=target)
+    Path(spec.output).parent.mkdir(parents=True, exist_ok=True)
+    return start_job(run.jobs_dir, spec, job_id=job_id)
+
+
+def start_parity(run: RunFolder, trained: ModelTarget, exported: ModelTarget,
+                 rows: int = DEFAULT_ROWS) -> tuple[JobFolder, JobFolder]:
+    """Both jobs at once (tests comparing two models that both fit); run_export starts them one at a time."""
+    return start_parity_job(run, trained, rows), start_parity_job(run, exported, rows)
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -130,9 +136,12 @@ def compare(adapter_rows: list[dict[str, Any]], export_rows: list[dict[str, Any]
     """The parity report of two batch inference results (rows matched by their index)."""
     by_index = {row["index"]: row for row in export_rows}
     same, first = 0, None
+    answers = []
     for row in sorted(adapter_rows, key=lambda r: r["index"]):
         other = by_index.get(row["index"])
         theirs = "" if other is None else str(other["answer"])
+        answers.append({"index": row["index"], "prompt": row["prompt"], "trained": row["answer"],
+                        "export": None if other is None else other["answer"]})
         if other is not None and row["answer"] == theirs:
             same += 1
             continue
@@ -146,7 +155,7 @@ def compare(adapter_rows: list[dict[str, Any]], export_rows: list[dict[str, Any]
         verdict = SAME_BUT_END
     return ParityReport(verdict, len(adapter_rows), same, adapter, export,
                         "transformers (swift TransformersEngine, greedy, temperature 0)", source, first, notes or [],
-                        end or [])
+                        end or [], answers)
 
 
 def finish_parity(folder: Path, adapter_job: JobFolder, export_job: JobFolder, trained: ModelTarget,
