@@ -21,7 +21,7 @@ from backend.cli.app import full_app
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.data.swift_view import ask_row, request_for
 from backend.doctor.report import diagnose
-from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV
+from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV, INJECT_SLOW_RANK_ENV
 from backend.profile import LaunchProfile, load_profile
 from backend.queue.keeper import keeper_pid
 from backend.queue.store import queue_dir, read_queue
@@ -140,3 +140,17 @@ def test_a_slow_data_loader_gets_the_workers_verdict_and_apply_queues_and_compar
     assert f"data_wait (training.dataloader_num_workers = {better}) as queue entry {entry_id} -> run {new_id}" \
         in compared.output
     assert f"(run {run.run_id}) -> " in compared.output and f"(run {new_id})" in compared.output
+
+
+def test_the_per_rank_view_names_the_rank_a_fault_hook_slows(isolated_runs: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(INJECT_SLOW_RANK_ENV, "1:0.3")  # rank 1 sleeps 0.3 s in every forward
+    run = train_quickstart(isolated_runs, distribution={"strategy": "ddp", "device": "cpu", "nproc_per_node": 2},
+                           training={"max_steps": 6, "logging_steps": 2, "save_steps": 100,
+                                     "dataloader_num_workers": 0, "gradient_checkpointing_use_reentrant": False})
+    diagnosis = diagnose(run)
+    assert sorted(diagnosis.measured.ranks) == [0, 1]
+    slow = [v for v in diagnosis.verdicts if v.code == "slow_rank"]
+    assert slow and slow[0].said.startswith("rank 1's steps are "), diagnosis.lines()
+    # both ranks' steps last as long (rank 0 waits for rank 1): its own work is what names rank 1
+    assert diagnosis.measured.ranks[1].own_work >= 0.3  # type: ignore[operator]
