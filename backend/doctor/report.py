@@ -89,7 +89,7 @@ class Diagnosis:
         for verdict in active:
             if verdict.change:
                 number += 1
-            out.append(f"    {number if verdict.change else '-'}. {verdict.said}")
+            out.append(f"    {f'{number}.' if verdict.change else '-'} {verdict.said}")
             out.append(f"       evidence: {verdict.evidence}")
             out.append(f"       expect: {verdict.gain}")
             if verdict.change:

@@ -144,7 +144,8 @@ def _slow_rank(measured: Measured, settings: RunSettings, peak: GpuPeak | None) 
     if ratio < SLOW_RANK:
         return None
     return Verdict(
-        "slow_rank", f"rank {worst}'s steps are {ratio:.1f}x the median of the others'",
+        "slow_rank", f"rank {worst} is {ratio:.1f}x slower than the median of the others" + (
+            " at its own work: the others wait for it" if values is own else ""),
         f"{what}: {values[worst]:.3f} s on rank {worst}, {others:.3f} s on the others (median)",
         f"the others wait for it at every gradient exchange: up to {1 - 1 / ratio:.0%} of its time if it caught up "
         f"(look at its GPU, its data shard and its host)")

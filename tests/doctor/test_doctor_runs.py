@@ -151,6 +151,7 @@ def test_the_per_rank_view_names_the_rank_a_fault_hook_slows(isolated_runs: Path
     diagnosis = diagnose(run)
     assert sorted(diagnosis.measured.ranks) == [0, 1]
     slow = [v for v in diagnosis.verdicts if v.code == "slow_rank"]
-    assert slow and slow[0].said.startswith("rank 1's steps are "), diagnosis.lines()
+    assert slow and slow[0].said.startswith("rank 1 is "), diagnosis.lines()
+    assert slow[0].said.endswith(" at its own work: the others wait for it")
     # both ranks' steps last as long (rank 0 waits for rank 1): its own work is what names rank 1
     assert diagnosis.measured.ranks[1].own_work >= 0.3  # type: ignore[operator]

@@ -45,7 +45,7 @@ def test_a_slow_rank_is_named_and_warm_up_is_no_fault() -> None:
     steady = [0.1] * 10
     measured = _measured(_rank(0, [2.0] + steady), _rank(1, [2.0] + steady), _rank(2, [2.0] + [0.14] * 10))
     said = {v.code: v.said for v in judge(measured, RunSettings({}, world_size=3), None, False)}
-    assert said["slow_rank"] == "rank 2's steps are 1.4x the median of the others'"
+    assert said["slow_rank"] == "rank 2 is 1.4x slower than the median of the others"
     assert said["warmup"] == "first steps 20x slower than steady: compile or warm-up, not a fault"
 
 
@@ -101,6 +101,7 @@ def test_in_data_parallel_the_rank_the_others_wait_for_is_named_by_its_own_work(
     waiting = _rank(0, [0.12] * 10, forward=1.0, forward_wait=0.9)
     slow = _rank(1, [0.12] * 10, forward=1.0)
     said = {v.code: v for v in judge(_measured(waiting, slow), RunSettings({}, world_size=2), None, False)}
-    assert said["slow_rank"].said == "rank 1's steps are 10.0x the median of the others'"
+    assert said["slow_rank"].said == ("rank 1 is 10.0x slower than the median of the others at its own work: the "
+                                      "others wait for it")
     assert said["slow_rank"].evidence == ("own work per step (data wait + forward, less waiting for the others): "
                                           "0.100 s on rank 1, 0.010 s on the others (median)")
