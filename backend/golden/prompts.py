@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from backend.data.files import file_problem
 from backend.data.records import RowError, iter_records
 from backend.launch.validate.core import Problem
 from backend.models.refs import local_path
@@ -75,9 +76,11 @@ def golden_prompts(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Pr
     if path is None:
         return
     if not path.is_file():
-        yield Problem("eval.prompts", "error", f"golden prompts file {profile.eval.prompts!r} does not exist "
-                      f"(looked for {path}).", "Give an existing .jsonl file (relative to the profile's folder), "
-                      "or remove eval.prompts.")
+        there = path.exists() or path.is_symlink()
+        why = (f"{path} is a folder" if path.is_dir() else file_problem(path)) if there else None
+        yield Problem("eval.prompts", "error", f"golden prompts file {profile.eval.prompts!r}: {why}." if why else
+                      f"golden prompts file {profile.eval.prompts!r} does not exist (looked for {path}).",
+                      "Give an existing .jsonl file (relative to the profile's folder), or remove eval.prompts.")
         return
     try:
         read_prompts(path)
