@@ -150,6 +150,7 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
                 _fail("nothing to estimate: pass a PROFILE or --model DIR (a folder holding config.json)")
             return shape_of(model), EstimateRequest()
         from backend.estimate.from_profile import request_from_profile, shape_from_profile
+        from backend.hardware.machine import detect_hardware, trains_on_cpu
         from backend.profile import ProfileError, load_profile
 
         try:
@@ -159,7 +160,8 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
         targets = tuple(loaded.tuner.target_modules) or ("all-linear",)
         shape = shape_of(model, targets) if model else shape_from_profile(
             loaded, profile.parent, exact=not formula, progress=announce)
-        return shape, request_from_profile(loaded, shape)
+        return shape, request_from_profile(
+            loaded, shape, on_cpu=trains_on_cpu(loaded.distribution.device, detect_hardware()))
     except (ConfigError, ValueError) as err:
         _fail(str(err))
     except RecursionError:  # a config.json nested past the interpreter's limit

@@ -23,6 +23,32 @@ def size(n: float | None) -> str:
     return f"{n:.1f} GiB"
 
 
+def unit_for(largest: float) -> tuple[str, int]:
+    """The binary unit a table of sizes is written in: the largest that keeps its largest value at 1 or more
+    (`("MiB", MIB)` for a table whose largest is 600 MiB), so small models show small numbers, not 0.00 GiB."""
+    for name, factor in (("GiB", GIB), ("MiB", MIB)):
+        if abs(largest) >= factor:
+            return name, factor
+    return "KiB", KIB
+
+
+def in_unit(n: float, unit: tuple[str, int], digits: int = 2) -> str:
+    """Bytes as a number of `unit` (from unit_for), without the unit: `604.00`."""
+    return f"{n / unit[1]:,.{digits}f}"
+
+
+def count(n: float | None) -> str:
+    """A count of things (parameters, tokens) as people say it: `7.62B`, `1.2M`, `350K`, `638`."""
+    if n is None:
+        return "n/a"
+    for suffix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= factor:
+            value = n / factor
+            return f"{value:.2f}{suffix}" if value < 10 else f"{value:.1f}{suffix}" if value < 100 \
+                else f"{value:.0f}{suffix}"
+    return f"{n:.0f}"
+
+
 def duration(seconds: float | None, short: bool = False) -> str:
     """A duration: `3m05s`, `1h02m`, `2d03h`; None: `-`. `short` (the status line) writes `45s`, not `0m45s`."""
     if seconds is None:

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 
 
 def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_dir: Path | None = None,
-                         gpu_memory_bytes: int | None = None) -> dict[str, Any]:
+                         gpu_memory_bytes: int | None = None, on_cpu: bool | None = None) -> dict[str, Any]:
     """`Estimate.to_json()` for the profile, its fit held to the profile's GPUs (`gpu_memory_bytes`, or
-    the smallest of its `gpu_ids` on this machine) when their size is known.
+    the smallest of its `gpu_ids` on this machine) when their size is known; `on_cpu`: whether the run
+    trains on the CPU (its precision there), see request_from_profile.
 
     `model` is what `--model` got: a folder, or a hub id whose cached copy backend.models.refs finds
     (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
@@ -29,7 +30,7 @@ def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_di
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     shape = cached_shape(config_dir_for(str(model)), targets)
     memory = gpu_memory_bytes or detect_gpu_memory_bytes(profile.distribution.gpu_ids)
-    request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir)
+    request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir, on_cpu=on_cpu)
     forecast = estimate(shape, request).to_json()
     forecast["host_memory_bytes"] = detect_host_memory_bytes()
     return forecast

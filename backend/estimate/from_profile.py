@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.estimate.request import EstimateRequest
+from backend.hardware.machine import trains_on_cpu
 from backend.models.shape import ModelShape
 from backend.models.shape_formula import ConfigError, shape_from_config
 
@@ -22,19 +23,24 @@ ASSUMED_ROW_TOKENS = 2048  # max_length unset and the data's lengths not known y
 
 
 def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_bytes: int | None = None, *,
-                         base_dir: Path | None = None, longest_row: int | None = None) -> EstimateRequest:
+                         base_dir: Path | None = None, longest_row: int | None = None,
+                         on_cpu: bool | None = None) -> EstimateRequest:
     """The EstimateRequest a profile describes (its field names follow ms-swift / accelerate).
 
     `longest_row`: the data's longest row in tokens when the caller knows it; otherwise swift's
-    cached report on the profile's data is looked up (never asked: no child starts here)."""
+    cached report on the profile's data is looked up (never asked: no child starts here). `on_cpu`: whether
+    the run trains on the CPU (backend.hardware.machine.trains_on_cpu for the machine it starts on: then in
+    fp32 when the profile leaves precision unset, as the launch does); None: only an explicit 'cpu' counts."""
     tuner, dist, train = profile.tuner, profile.distribution, profile.training
     extra = profile.extra_swift_args
     notes: list[str] = []
     if train.max_length is None and longest_row is None:
         longest_row = known_longest_row(profile, base_dir)
     torch_dtype = _DTYPES.get(profile.model.torch_dtype) or shape.torch_dtype
-    if dist.device == "cpu":
-        notes.append("profile runs on CPU: the GPU forecast does not apply, the host figures do")
+    if on_cpu is None:
+        on_cpu = trains_on_cpu(dist.device, None)
+    if on_cpu:
+        notes.append("the run trains on the CPU: the GPU forecast does not apply, the host figures do")
     offload, offload_param = _offload(profile)
     return EstimateRequest(
         tuner=tuner.type,
@@ -44,7 +50,7 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_b
         target_modules=tuple(tuner.target_modules),
         quant_bits=tuner.quant_bits,
         double_quant=tuner.bnb_4bit_use_double_quant,
-        precision=_precision(profile, torch_dtype, notes),
+        precision=_precision(profile, torch_dtype, notes, on_cpu),
         torch_dtype=torch_dtype,
         distribution=dist.strategy,
         fsdp_strategy=dist.fsdp.sharding_strategy,
@@ -106,11 +112,12 @@ def known_longest_row(profile: LaunchProfile, base_dir: Path | None) -> int | No
     return int(longest) if longest else None
 
 
-def _precision(profile: LaunchProfile, torch_dtype: str | None, notes: list[str]) -> str:
+def _precision(profile: LaunchProfile, torch_dtype: str | None, notes: list[str], on_cpu: bool) -> str:
     """The precision swift will train in. Unset on a GPU: swift's own rule for the model's dtype,
-    as read from swift with its schema (cached; never asked here). On CPU the builder turns both off."""
+    as read from swift with its schema (cached; never asked here). Unset on the CPU: fp32, since the
+    launch turns both flags off there (backend.launch.command's precision flags)."""
     p = profile.precision
-    if p.bf16 is not None or p.fp16 is not None or profile.distribution.device == "cpu":
+    if p.bf16 is not None or p.fp16 is not None or on_cpu:
         return p.mode
     from backend.oracle.swift_args_answer import precision_by_dtype
 

@@ -9,7 +9,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from backend.core.units import gib
+from backend.core.units import count, gib, in_unit, size, unit_for
 from backend.estimate.phases import PHASE_HELP
 from backend.estimate.planner import TERM_HELP, Estimate
 
@@ -53,12 +53,12 @@ def _header(est: Estimate) -> Text:
     s, r = est.shape, est.request
     tuner = r.tuner if r.tuner == "full" else f"{r.tuner} r={r.lora_rank} on {','.join(r.resolved_targets)}"
     lines = [
-        f"{s.architecture} ({s.model_type}): {s.total_params / 1e9:.2f}B parameters, {s.count_label}, "
+        f"{s.architecture} ({s.model_type}): {count(s.total_params)} parameters, {s.count_label}, "
         f"{s.num_layers} layers, "
         f"hidden {s.hidden_size}, {s.num_heads} heads / {s.num_kv_heads} kv heads, vocab {s.vocab_size}",
         f"{tuner}; {r.precision} (weights {r.weight_dtype}); {est.sharding_label}; batch {r.batch_size} x "
         f"{r.max_length} tokens; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}",
-        f"trainable {est.params['trainable']:,} parameters; {est.state_convention.describe()}",
+        f"trainable {count(est.params['trainable'])} parameters; {est.state_convention.describe()}",
     ]
     return Text("\n".join(lines))
 
@@ -67,9 +67,10 @@ def _timeline_table(est: Estimate, describe_terms: bool) -> Table:
     """One row per phase: GPU per device, host per node, and the largest terms of each."""
     table = Table(title=f"Timeline: the GPU peaks in {est.peak_phase}, host RAM in {est.host_peak_phase}",
                   title_justify="left")
+    unit = unit_for(max((max(p.gpu_total, p.host_total) for p in est.phases), default=0))
     table.add_column("phase")
-    table.add_column("GPU GiB", justify="right")
-    table.add_column("host GiB", justify="right")
+    table.add_column(f"GPU {unit[0]}", justify="right")
+    table.add_column(f"host {unit[0]}", justify="right")
     table.add_column("largest terms", overflow="fold")
     if describe_terms:
         table.add_column("what happens", overflow="fold")
@@ -77,27 +78,28 @@ def _timeline_table(est: Estimate, describe_terms: bool) -> Table:
         terms = sorted(((v, k) for k, v in phase.gpu.items() if v), reverse=True)[:3]
         mark = " (peak)" if phase.name == est.peak_phase else ""
         extra = [PHASE_HELP[phase.name]] if describe_terms else []
-        table.add_row(phase.name + mark, gib(phase.gpu_total, 2), gib(phase.host_total, 2),
-                      ", ".join(f"{k} {gib(v, 2)}" for v, k in terms), *extra,
+        table.add_row(phase.name + mark, in_unit(phase.gpu_total, unit), in_unit(phase.host_total, unit),
+                      ", ".join(f"{k} {size(v)}" for v, k in terms), *extra,
                       style="bold" if mark else None)
     return table
 
 
 def _breakdown_table(est: Estimate, describe_terms: bool) -> Table:
     table = Table(title=f"Per-device GPU memory at the peak ({est.peak_phase})", title_justify="left")
+    total = est.per_device_total_bytes
+    unit = unit_for(total)
     table.add_column("term")
-    table.add_column("GiB", justify="right")
+    table.add_column(unit[0], justify="right")
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
     if describe_terms:
         table.add_column("what it is", overflow="fold")
-    total = est.per_device_total_bytes
     shown = {k: v for k, v in est.breakdown.items() if v > 0}
     largest = max(shown.values(), default=0)
     for name, value in shown.items():
         extra = [TERM_HELP.get(name, "")] if describe_terms else []
-        table.add_row(name, gib(value, 2), f"{value / total:.0%}", bar(value, largest), *extra)
-    table.add_row("total", gib(total, 2), "100%", "", *(["per device"] if describe_terms else []), style="bold")
+        table.add_row(name, in_unit(value, unit), f"{value / total:.0%}", bar(value, largest), *extra)
+    table.add_row("total", in_unit(total, unit), "100%", "", *(["per device"] if describe_terms else []), style="bold")
     return table
 
 
@@ -108,34 +110,40 @@ def _seed_table(est: Estimate) -> Table:
                                      "master_weights", "gradients", "optimizer_states", "autocast_copies"))
     checkpoints = est.shape.num_layers * req.compute_bytes * est.shape.hidden_size * req.batch_size * req.max_length
     table = Table(title=f"Textbook (seed formulas, exact, ci={seed.ci}) vs refined", title_justify="left")
+    unit = unit_for(max(seed.total_bytes, sum(b.values())))
+    name = unit[0]
+
+    def sized(n: float) -> str:
+        return in_unit(n, unit)
+
     table.add_column("quantity")
     table.add_column("textbook", justify="right")
     table.add_column("refined", justify="right")
     table.add_column("why they differ", overflow="fold")
     rows = [
-        ("parameters", f"{seed.phi / 1e9:.2f}B", f"{est.shape.total_params / 1e9:.2f}B",
+        ("parameters", count(seed.phi), count(est.shape.total_params),
          "12*nl*hd^2: GPT 4hd MLP, no embeddings"),
-        ("model states GiB", gib(seed.model_states_bytes, 2), gib(ours_states, 2),
+        (f"model states {name}", sized(seed.model_states_bytes), sized(ours_states),
          "16*Phi unsharded vs tuner + sharding"),
-        ("act. checkpoints GiB", gib(seed.activation_checkpoint_bytes, 2),
-         gib(checkpoints, 2) if req.gradient_checkpointing else "off", "same 2*bsz*seq*hd per layer"),
-        ("activations GiB", gib(seed.activation_checkpoint_bytes + seed.activation_working_bytes, 2),
-         gib(b["activations"], 2), "textbook keeps s^2 scores; SwiGLU wider"),
-        ("logits GiB", "-", gib(b["logits"], 2), "no vocabulary term in the textbook"),
-        ("state working GiB", gib(seed.model_state_working_bytes, 2), gib(b["sharding_working"], 2),
+        (f"act. checkpoints {name}", sized(seed.activation_checkpoint_bytes),
+         sized(checkpoints) if req.gradient_checkpointing else "off", "same 2*bsz*seq*hd per layer"),
+        (f"activations {name}", sized(seed.activation_checkpoint_bytes + seed.activation_working_bytes),
+         sized(b["activations"]), "textbook keeps s^2 scores; SwiGLU wider"),
+        (f"logits {name}", "-", sized(b["logits"]), "no vocabulary term in the textbook"),
+        (f"state working {name}", sized(seed.model_state_working_bytes), sized(b["sharding_working"]),
          "one hd x 4hd linear vs whole FSDP units"),
     ]
     for row in rows:
         table.add_row(*row)
-    table.add_row("total GiB", gib(seed.total_bytes, 2), gib(sum(b.values()), 2),
+    table.add_row(f"total {name}", sized(seed.total_bytes), sized(sum(b.values())),
                   "refined adds context, allocator", style="bold")
     return table
 
 
 def _host_line(est: Estimate) -> Text:
-    steady = ", ".join(f"{k} {gib(v, 2)}" for k, v in est.host_breakdown.items() if v)
-    return Text(f"Host RAM per node: {gib(est.host_total_bytes, 2)} GiB (steady {gib(est.host_steady_bytes, 2)}: "
-                f"{steady}; load-time peak {gib(est.host_load_peak_bytes, 2)})")
+    steady = ", ".join(f"{k} {size(v)}" for k, v in est.host_breakdown.items() if v)
+    return Text(f"Host RAM per node: {size(est.host_total_bytes)} (steady {size(est.host_steady_bytes)}: "
+                f"{steady}; load-time peak {size(est.host_load_peak_bytes)})")
 
 
 def _fit_text(est: Estimate) -> Text:

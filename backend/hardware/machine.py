@@ -308,6 +308,13 @@ def query_hardware() -> HardwareInfo:
     return HardwareInfo(gpus=found, cuda_driver_version=cuda, driver_version=driver)
 
 
+def trains_on_cpu(device: str, hardware: HardwareInfo | None) -> bool:
+    """Whether a run with this `[distribution] device` trains on the CPU: 'cpu', or 'auto' on a machine
+    without CUDA (unknown hardware: only an explicit 'cpu'). The launch, its precision and the forecast
+    all ask this one question."""
+    return device == "cpu" or (device == "auto" and hardware is not None and not hardware.has_cuda)
+
+
 @functools.cache
 def detect_hardware() -> HardwareInfo:
     """The machine's hardware, asked once per process (and said once when there is no GPU)."""

@@ -21,8 +21,8 @@ import yaml
 from backend.contract.flight_recorder import flight_recorder_env
 from backend.core.fs import write_text_atomic
 from backend.core.paths import PACKAGE_DIR
-from backend.hardware.machine import HardwareInfo, visible_devices_env
-from backend.launch.launcher_config import accelerate_config, deepspeed_config, uses_cpu
+from backend.hardware.machine import HardwareInfo, trains_on_cpu, visible_devices_env
+from backend.launch.launcher_config import accelerate_config, deepspeed_config
 from backend.models.refs import resolve_dataset, resolve_model
 from backend.profile import LaunchProfile
 
@@ -355,7 +355,7 @@ def swift_flags(
                 "distribution.deepspeed")
     elif profile.distribution.strategy == "deepspeed" and ds.config:
         f.set("deepspeed", deepspeed_reference(ds.config, base_dir), "distribution.deepspeed.config")
-    if uses_cpu(profile, hardware):
+    if trains_on_cpu(profile.distribution.device, hardware):
         f.force("use_cpu", True, "CPU run: without it several processes train independently into one folder",
                 "distribution.device")
     f.force("external_plugins", str(PLUGIN_PATH), "the workbench's callback that writes events.jsonl")
@@ -365,7 +365,7 @@ def swift_flags(
 
 def _precision_flags(profile: LaunchProfile, hardware: HardwareInfo, f: _Flags) -> None:
     p = profile.precision
-    if p.bf16 is None and p.fp16 is None and uses_cpu(profile, hardware):
+    if p.bf16 is None and p.fp16 is None and trains_on_cpu(profile.distribution.device, hardware):
         reason = "CPU run: swift's own rule turns fp16 on, which accelerate then silently runs in fp32"
         f.force("bf16", False, reason, "precision.bf16")
         f.force("fp16", False, reason, "precision.fp16")

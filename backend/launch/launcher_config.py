@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.hardware.machine import HardwareInfo
+from backend.hardware.machine import HardwareInfo, trains_on_cpu
 from backend.profile import LaunchProfile
 
 # decoder-layer class per transformers architecture, for FSDP's transformer auto-wrap: the fallback only,
@@ -28,11 +28,6 @@ DECODER_LAYER_CLASSES = {
 }
 
 
-def uses_cpu(profile: LaunchProfile, hardware: HardwareInfo) -> bool:
-    device = profile.distribution.device
-    return device == "cpu" or (device == "auto" and not hardware.has_cuda)
-
-
 def mixed_precision(profile: LaunchProfile) -> str:
     return {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}[profile.precision.mode]
 
@@ -48,7 +43,7 @@ def accelerate_config(
     accelerate never re-maps it.
     """
     dist = profile.distribution
-    cpu = uses_cpu(profile, hardware)
+    cpu = trains_on_cpu(profile.distribution.device, hardware)
     world = dist.world_size
     if dist.strategy == "fsdp" and not cpu:
         distributed_type = "FSDP"

@@ -18,9 +18,8 @@ from backend.core.paths import is_builtin, workspace_dir
 from backend.core.process_identity import run_marker
 from backend.core.units import size
 from backend.data.files import hostile_dataset
-from backend.hardware.machine import HardwareInfo, detect_hardware
+from backend.hardware.machine import HardwareInfo, detect_hardware, trains_on_cpu
 from backend.launch.command import LaunchPlan, build_launch
-from backend.launch.launcher_config import uses_cpu
 from backend.launch.validate import Problem, errors, validate
 from backend.models.refs import local_path, resolve_model
 from backend.profile import LaunchProfile, save_profile
@@ -99,7 +98,7 @@ def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Pa
     transformers' own decoder-layer class (launcher_config.detect_decoder_layer reads only the cache)."""
     fsdp = profile.distribution.fsdp
     if profile.distribution.strategy != "fsdp" or fsdp.auto_wrap_policy != "TRANSFORMER_BASED_WRAP" \
-            or fsdp.transformer_layer_cls_to_wrap or uses_cpu(profile, hardware):  # FSDP runs on GPUs only
+            or fsdp.transformer_layer_cls_to_wrap or trains_on_cpu(profile.distribution.device, hardware):  # FSDP runs on GPUs only
         return
     from backend.estimate.from_profile import config_dir_for
     from backend.models.shape_exact import exact_shape
@@ -199,7 +198,8 @@ def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, ba
         from backend.estimate.forecast import forecast_for_profile
 
         # model_dir: a folder, or a hub id refs resolves
-        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir, base_dir=base_dir)
+        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir, base_dir=base_dir,
+                                                           on_cpu="--use_cpu" in plan.argv)
     except Exception as err:  # a forecast must never stop a launch
         forecast = {"error": f"no forecast: {err}"}
     write_text_atomic(run.forecast_path, json.dumps(forecast, indent=2))

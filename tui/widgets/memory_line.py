@@ -19,8 +19,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from backend.core.units import gib
-from backend.hardware.machine import HardwareInfo
-from backend.launch.launcher_config import uses_cpu
+from backend.hardware.machine import HardwareInfo, trains_on_cpu
 from backend.profile import LaunchProfile
 from tui.screens.launch_support import model_dir_of
 from tui.widgets.quiet import show_text
@@ -37,11 +36,12 @@ def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: H
     if model_dir is None or not (model_dir / "config.json").is_file():
         return "Memory forecast: needs the model's config.json (a local folder, or a cached hub model)."
     memory = gpu_memory_for(hardware.gpus, profile.distribution.gpu_ids)
+    on_cpu = trains_on_cpu(profile.distribution.device, hardware)
     try:
-        result = forecast_for_profile(profile, model_dir, base_dir=base_dir, gpu_memory_bytes=memory)
+        result = forecast_for_profile(profile, model_dir, base_dir=base_dir, gpu_memory_bytes=memory, on_cpu=on_cpu)
     except Exception as err:  # the planner refusing a profile is shown, never fatal
         return f"Memory forecast: unavailable ({err})."
-    return describe_forecast(_as_dict(result), hardware, on_cpu=uses_cpu(profile, hardware))
+    return describe_forecast(_as_dict(result), hardware, on_cpu=on_cpu)
 
 
 def _as_dict(result: Any) -> dict[str, Any]:
