@@ -14,7 +14,8 @@ def why_waiting(queue: QueueFile, entry: Entry, *, max_parallel: int, margin: fl
 
     Order: only the first waiting entry may start (the ones behind it say "after <it>"); then the
     number of queued runs running against `max_parallel` (the entry's profile's); then memory: the
-    forecast plus `margin` of it must fit in `free_bytes` (unknown forecast or free memory: not held)."""
+    forecast plus `margin` of it must fit in `free_bytes` less the forecasts of queued runs not at their peak yet
+    (held_back; unknown forecast or free memory: not held)."""
     if entry.state == "paused":
         return "paused (`workbench queue resume " + entry.id + "`)"
     if entry.state != "waiting":
@@ -28,9 +29,18 @@ def why_waiting(queue: QueueFile, entry: Entry, *, max_parallel: int, margin: fl
         return f"max_parallel {max_parallel} reached (running: {', '.join(e.run_id or e.id for e in running)})"
     if entry.forecast_bytes is not None and free_bytes is not None:
         need = int(entry.forecast_bytes * (1 + margin))
-        if need > free_bytes:
-            return f"host RAM: {gib(free_bytes)} GiB free, needs {gib(need)} GiB (forecast + margin)"
+        held, young = held_back(queue)
+        if need > free_bytes - held:
+            return f"host RAM: {gib(free_bytes)} GiB free, needs {gib(need)} GiB (forecast + margin)" + (
+                f"; {gib(held)} GiB of it held for {', '.join(young)} (not at its peak yet)" if held else "")
     return None
+
+
+def held_back(queue: QueueFile) -> tuple[int, list[str]]:
+    """The forecast memory of queued runs starting or running that have not logged a training step yet (what
+    is measured free now is still theirs to take), and their names (run id, else entry id)."""
+    young = [e for e in queue.entries if e.state in ("starting", "running") and not e.peaked and e.forecast_bytes]
+    return sum(int(e.forecast_bytes or 0) for e in young), [e.run_id or e.id for e in young]
 
 
 def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:

@@ -46,6 +46,7 @@ from backend.runs.attempts import record_retry
 KEEPER_MARKER_ENV = "WORKBENCH_QUEUE_DIR"
 POLL_S = 1.0
 KEEPER_LOCK_WAIT_S = 15.0  # a keeper that is just exiting lets go of the lock in well under this
+EVENTS_HEAD_BYTES = 1 << 20  # the first step's log line comes early: run_begin and a few phases before it
 RECORD_WAIT_S = 600.0  # a launch's outcome is written down however long another command holds the queue
 
 
@@ -126,6 +127,7 @@ def _watch_running(queue: QueueFile, entry: Entry) -> None:
     run = _run_folder(entry)
     state = refresh(run)
     if state.is_active:
+        entry.peaked = entry.peaked or _stepped(run)
         return
     profile = _profile_or_none(entry)
     if state.status == "unknown" and profile is not None and profile.run.auto_resume \
@@ -136,6 +138,20 @@ def _watch_running(queue: QueueFile, entry: Entry) -> None:
     _log(f"{entry.id} {entry.run_id}: {state.status}")
     if state.status == "failed" and profile is not None and _is_oom(state, run):
         _queue_oom_retry(queue, entry, profile, run)
+
+
+def _stepped(run: Any) -> bool:
+    """Whether the run logged a training step: its model, optimizer and first batch are in memory by then."""
+    from backend.contract.events import Log, decode_line
+
+    try:
+        with open(run.events_path, "rb") as handle:
+            head = handle.read(EVENTS_HEAD_BYTES)
+    except OSError:
+        return False
+    if len(head) >= EVENTS_HEAD_BYTES:  # that many events: it has been training a while
+        return True
+    return any(isinstance(decode_line(line), Log) for line in head.split(b"\n") if line.strip())
 
 
 def _auto_resume(entry: Entry, run: Any, most: int) -> None:

@@ -60,6 +60,7 @@ class Entry(BaseModel):
     resume_from: str | None = None  # checkpoint the retry starts from
     resumes: int = 0  # automatic resumes after a reboot
     forecast_bytes: int | None = None  # host (CPU) or per-GPU peak forecast, filled by the keeper
+    peaked: bool = False  # its run logged a training step: its memory is taken (counted in what is measured free)
     gpu_ids: list[int] | None = None  # the GPUs admission gave it (a GPU machine)
     waiting_for: str | None = None  # the keeper's last reason on a GPU machine ("GPU 1: 31.2 GiB free, ...")
     # `queue add --slurm`: the job sbatch answered (state "slurm"), and the job it was submitted after

@@ -76,6 +76,17 @@ def test_why_each_entry_waits() -> None:
     assert why_waiting(queue, b, max_parallel=2, margin=0.25, free_bytes=4 * GIB) is None
 
 
+def test_memory_of_a_run_not_at_its_peak_yet_is_held_for_it() -> None:
+    """#34 (low): two entries admitted a second apart against the same free memory. A queued run that has not
+    logged a step yet has not taken its memory: its forecast is held back from what is measured free."""
+    queue = QueueFile(entries=[_entry("a", "running", forecast=3 * GIB), _entry("b", forecast=3 * GIB)])
+    a, b = queue.entries
+    assert why_waiting(queue, b, max_parallel=2, margin=0.0, free_bytes=5 * GIB) == (
+        "host RAM: 5.0 GiB free, needs 3.0 GiB (forecast + margin); 3.0 GiB of it held for R-a (not at its peak yet)")
+    a.peaked = True  # it logged its first step: what is free now is free of it
+    assert why_waiting(queue, b, max_parallel=2, margin=0.0, free_bytes=5 * GIB) is None
+
+
 def test_priority_places_an_entry_and_up_down_move_it() -> None:
     queue = QueueFile(entries=[_entry("a", "running"), _entry("b"), _entry("c")])
     insert_by_priority(queue, _entry("urgent", priority=5))
@@ -140,3 +151,11 @@ def test_gpus_are_picked_from_recorded_nvml_readings() -> None:
     assert pick_gpus(free, set(), "7", 1, None, 0.0)[1] == "GPU 7 is not on this machine (GPUs: 0, 1, 2, 3)"
     assert pick_gpus({0: GIB}, {0}, "auto", 1, None, 0.0) == (None, "1 free GPU(s) needed, 0 not held by a "
                                                                     "queued run")
+
+
+def test_a_run_is_at_its_peak_once_it_logged_a_step(tmp_path: Path) -> None:
+    from backend.queue.keeper import _stepped
+    from tests.scoreboard.scoreboard_helpers import fake_run, log
+
+    assert _stepped(fake_run(tmp_path / "a", [], {})) is False  # run_begin at most: still loading
+    assert _stepped(fake_run(tmp_path / "b", [log(1, 2.0)], {})) is True
