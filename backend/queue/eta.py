@@ -6,9 +6,10 @@ running entries every second). A waiting entry starts when the queue's order and
 when enough of the runs ahead of it have ended, never before the entry before it. It then lasts its forecast
 duration: the wall time of a run of the same recipe in this queue (its profile equal but for the name, the
 learning rate, the seed and the sections that do not change the work: queue, run, output, sweep), finished
-(its elapsed time) or running (elapsed + ETA). The memory forecast says nothing of time, so without such a run
-the duration is unknown, and so is the start of every entry that waits for it. Memory held outside the queue
-is not foreseen: an entry that waits for memory with no queued run to end starts at an unknown time.
+(its elapsed time) or running (elapsed + ETA); without one, a run of the same sweep (its points differ in the
+swept values only). The memory forecast says nothing of time, so without such a run the duration is unknown,
+and so is the start of every entry that waits for it. Memory held outside the queue is not foreseen: an entry
+that waits for memory with no queued run to end starts at an unknown time.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def start_estimates(queue: QueueFile, *, now: float | None = None, why: dict[str
             return None
 
     profiles = {e.id: profile_of(e) for e in queue.entries if e.state != "done"}
-    known: list[tuple[dict[str, Any], float]] = []  # (recipe, wall seconds) of finished and running runs
+    known: list[tuple[dict[str, Any], float, str | None]] = []  # (recipe, wall s, sweep id) of finished and running
     for entry in queue.entries:
         if entry.state == "done" and entry.outcome == "finished" and entry.run_dir:
             if entry.id not in _FINISHED:  # over: its run and its queued profile no longer change
@@ -91,7 +92,7 @@ def start_estimates(queue: QueueFile, *, now: float | None = None, why: dict[str
                     (recipe(profile), s.elapsed_seconds)
             found = _FINISHED[entry.id]
             if found is not None:
-                known.append(found)
+                known.append((*found, entry.sweep_id))
     slots: list[_Slot] = []
     for entry in queue.entries:
         if entry.state != "running" or not entry.run_dir:
@@ -104,13 +105,15 @@ def start_estimates(queue: QueueFile, *, now: float | None = None, why: dict[str
         else:
             slots.append(_Slot(now + s.eta_seconds))
             if s.elapsed_seconds is not None and profile is not None:
-                known.append((recipe(profile), s.elapsed_seconds + s.eta_seconds))
+                known.append((recipe(profile), s.elapsed_seconds + s.eta_seconds, entry.sweep_id))
 
     def lasts(entry: Entry) -> _Slot:
         profile = profiles[entry.id]
         if profile is not None:
             mine = recipe(profile)
-            seconds = [s for r, s in known if r == mine]
+            seconds = [s for r, s, _ in known if r == mine]
+            # else a run of the same sweep: its points differ in the swept values only
+            seconds = seconds or [s for _, s, sweep in known if entry.sweep_id and sweep == entry.sweep_id]
             if seconds:
                 return _Slot(sum(seconds) / len(seconds))
         return _Slot(None, f"no basis for how long {entry.name} takes (no finished or running run of its recipe "

@@ -106,3 +106,21 @@ def test_memory_held_outside_the_queue_makes_the_start_unknown(tmp_path: Path,
     assert starts[entry.id] == Start(None, f"big waits for memory that no queued run holds ({held})")
     now = time.time()
     assert start_estimates(read_queue(), now=now)[entry.id].text(now) == "now"  # the keeper's next look
+
+
+def test_a_finished_run_of_the_same_sweep_says_how_long_its_other_points_take(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#34 (low): a sweep over the LoRA rank: each point is its own recipe, but the finished point (300 s of wall
+    time) shows how long one takes. Nothing runs: the next point starts now, the one after it 300 s later."""
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    ranks = LaunchProfile.model_validate({"name": "ranks", "training": {"max_steps": 100},
+                                          "sweep": {"tuner.lora_rank": [4, 8, 16]}})
+    done, second, third = add_profiles([(ranks, tmp_path)])
+    now = time.time()
+    with edit() as queue:
+        a = queue.find(done.id)
+        a.state, a.outcome, a.run_id = "done", "finished", "run-a"
+        a.run_dir = _run(tmp_path / "runs" / "run-a", "finished", now - 1000, now - 700)
+    starts = start_estimates(read_queue(), now=now)
+    assert starts[second.id].at == pytest.approx(now, abs=1.5)
+    assert starts[third.id].at == pytest.approx(now + 300, abs=1.5)
