@@ -63,7 +63,7 @@ def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:
             out[entry.id] = "starting"
         elif entry.state == "done":
             out[entry.id] = f"{entry.outcome}" + (f" ({entry.run_id})" if entry.run_id else "") + \
-                (f": {entry.reason}" if entry.reason and entry.outcome != "finished" else "")
+                (f": {entry.reason}" if entry.reason and entry.outcome != "finished" else "") + _since(entry)
         else:
             try:
                 section = load_profile(entry.profile_file).queue
@@ -77,6 +77,18 @@ def reasons(queue: QueueFile, free_bytes: int | None) -> dict[str, str]:
         if entry.note:
             out[entry.id] += f" [{entry.note}]"
     return out
+
+
+def _since(entry: Entry) -> str:
+    """What became of a stopped, failed or lost entry's run since (`workbench resume` goes on in the same folder)."""
+    from backend.rundir.layout import RESUMABLE_STATUSES, RunFolder
+
+    if entry.outcome not in RESUMABLE_STATUSES or not entry.run_dir:
+        return ""
+    state = RunFolder(entry.run_dir).state_or_damaged()  # as its file says: the list scans no processes
+    if state.attempt <= 1 or state.status == entry.outcome and not state.is_active:
+        return ""
+    return f"; resumed since (attempt {state.attempt}): {state.status}"
 
 
 def pick_gpus(free: dict[int, int | None], busy: set[int], want: str, count: int, need: int | None,

@@ -208,3 +208,15 @@ def test_queue_file_round_trip_keeps_the_checked_ids() -> None:
     queue = QueueFile(entries=[Entry(id="q1", name="n", profile_file="/p", base_dir="/", state="slurm",
                                      slurm_job_id="1001_3", slurm_dependency="1000")])
     assert QueueFile.model_validate_json(queue.model_dump_json()).entries[0].slurm_job_id == "1001_3"
+
+
+def test_a_stopped_entry_whose_run_was_resumed_says_so(tmp_path: Path, isolated_runs: Path) -> None:
+    """#34 (low): `workbench resume` goes on in the entry's run folder; the list said "stopped" for ever."""
+    run = RunFolder.create(isolated_runs, "20261204-100000-resumed-0001")
+    run.write_state(run.new_state("resumed").model_copy(update={"status": "running", "attempt": 2}))
+    folder = tmp_path / "data" / "queue"
+    with edit(folder) as queue:
+        queue.entries.append(Entry(id="q000002", name="resumed", profile_file="/p.toml", base_dir="/", state="done",
+                                   outcome="stopped", run_id=run.run_id, run_dir=str(run.path)))
+    lines = _listing(CliRunner().invoke(full_app(), ["queue"]).output)
+    assert lines[0].endswith(f"stopped ({run.run_id}); resumed since (attempt 2): running")
