@@ -10,7 +10,8 @@ the step's callbacks:
     -> on_step_end | logging (on_log) | evaluation (on_evaluate) | saving (on_save) | anything else, until the
     next fetch
 
-and writes one `step_time` event per log (and at the end) with the sums since the last one. On a GPU the forward
+and writes one `step_time` event per log (and at the trainer's last log, before `run_end`) with the sums
+since the last one. On a GPU the forward
 + backward and the optimizer step are timed with CUDA events (host time would be the kernel launches, and the
 GPU's work would land wherever the next synchronisation is); the events and the token counts stay on the device
 until the log, where the trainer synchronises for the loss anyway. Tokens: the attention mask's ones (real) and
@@ -188,7 +189,12 @@ class StepTiming(TrainerCallback):
             self._mark = end
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        if any(str(key).startswith("eval_") for key in logs or {}) or "train_runtime" in (logs or {}):
+        if "train_runtime" in (logs or {}):  # the trainer's last log, before on_train_end: the rest goes out now,
+            self._between("between_other")  # so that run_end stays the events' last line
+            self._mark = None
+            self._write()
+            return
+        if any(str(key).startswith("eval_") for key in logs or {}):
             return
         self._between("logging")
         self._write()
@@ -199,11 +205,6 @@ class StepTiming(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._between("save")
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._between("between_other")
-        self._mark = None
-        self._write()
 
     # ------------------------------------------------------------ the event
 

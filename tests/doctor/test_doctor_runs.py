@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli.app import full_app
+from backend.contract.events import read_all
 from backend.core.paths import SHIPPED_PROFILES_DIR
 from backend.data.swift_view import ask_row, request_for
 from backend.doctor.report import diagnose
@@ -80,6 +81,7 @@ def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_th
     run = train_quickstart(isolated_runs, data={"train": [str(path)]},
                            training={"max_steps": steps, "logging_steps": 2, "per_device_train_batch_size": 8,
                                      "save_steps": 100, "max_length": MAX_LENGTH})
+    assert read_all(run.events_path)[-1]["type"] == "run_end"  # the timing's last event comes before it
     diagnosis = diagnose(run)
     assert (diagnosis.measured.real_tokens, diagnosis.measured.padded_tokens) == (real, padded)
     assert diagnosis.measured.padding_share == pytest.approx(padded / (real + padded))
