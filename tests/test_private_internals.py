@@ -141,3 +141,21 @@ def test_swift_eval_lists_opencompass_and_calls_evaltype_service() -> None:
     assert "EvalType.SERVICE" in inspect.getsource(SwiftEval.get_native_task_cfg) and hasattr(EvalType, "SERVICE"), (
         "ms-swift or EvalScope changed EvalType.SERVICE: review the evalscope range of the eval extra "
         "(pyproject.toml)")
+
+
+def test_trainer_methods_and_ddp_buffer_sync_the_step_timing_wraps() -> None:
+    """backend/plugin/step_timing.py (#38) wraps the trainer's get_batch_samples / training_step / compute_loss and
+    DDP's _sync_buffers, and fault_hooks.py's slow loader replaces callback_handler.train_dataloader.collate_fn."""
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import Trainer
+    from transformers.trainer_callback import CallbackHandler
+
+    assert {"epoch_iterator", "num_batches", "device"} <= _keywords(Trainer.get_batch_samples), (
+        "transformers changed Trainer.get_batch_samples(epoch_iterator, num_batches, device): update the data-wait "
+        "timing in backend/plugin/step_timing.py")
+    assert callable(Trainer.training_step) and callable(Trainer.compute_loss)
+    assert callable(getattr(DistributedDataParallel, "_sync_buffers", None)), (
+        "torch removed DistributedDataParallel._sync_buffers: the forward's wait for the other ranks in "
+        "backend/plugin/step_timing.py is no longer timed (a slow rank is then named by its median step)")
+    assert "train_dataloader" in inspect.getsource(CallbackHandler.__init__), (
+        "transformers' CallbackHandler no longer keeps train_dataloader: fault_hooks.slow_data_loader finds no loader")
