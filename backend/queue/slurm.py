@@ -27,16 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend.cluster.slurm_job import JOB_ID
 from backend.core.fs import file_lock
 from backend.profile import LaunchProfile
-from backend.queue.store import SLURM_JOB_ID, Entry, QueueFile, QueueRefused, edit, new_entry_id, queue_dir
+from backend.queue.store import Entry, QueueFile, QueueRefused, edit, new_entry_id, queue_dir
 from backend.queue.sweep import expand, sweep_of
 
 SBATCH_TIMEOUT_S = 60.0
 SQUEUE_TIMEOUT_S = 20.0
 SUBMIT_LOCK_WAIT_S = 3600.0  # another `queue add --slurm` submitting: wait for it (its jobs come first)
 RECORD_WAIT_S = 600.0  # a submitted job is recorded however long another command holds the queue
-JOB_ID = re.compile(SLURM_JOB_ID)
 SQUEUE_FORMAT = "%i|%T|%r"
 SQUEUE_EVERY_S = 10.0  # the Queue screen reloads every 2 s; squeue is asked at most this often (a shared controller)
 _last_answer: tuple[float, dict[str, tuple[str, str]]] | None = None

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from backend.cluster.slurm_job import JOB_ID
 from backend.core.fs import file_lock, write_text_atomic
 from backend.core.paths import data_dir
 
@@ -28,7 +29,7 @@ LOCK_WAIT_S = 30.0
 # squeue's, asked when listed)
 EntryState = Literal["waiting", "paused", "starting", "running", "done", "slurm"]
 PENDING_STATES = ("waiting", "paused", "starting", "running", "slurm")
-SLURM_JOB_ID = r"^\d+(_\d+)?$"  # a job or an array task: 1001, 1001_3
+SLURM_JOB_ID = f"^(?:{JOB_ID.pattern})$"  # backend.cluster's one rule of a job id (1001, an array task 1001_3)
 
 
 class QueueDamaged(Exception):
