@@ -26,7 +26,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from backend.contract.alerts import Alert
 from backend.core.own_children import signal_session
@@ -215,6 +217,38 @@ def sinks_for(notify: NotifySection) -> list[Sink]:
     return sinks
 
 
+class Delivery(msgspec.Struct, frozen=True):
+    """One line of deliveries.jsonl: what became of one alert at one sink."""
+
+    alert_id: str
+    sink: str
+    status: Literal["delivered", "gave_up"]
+    attempts: int
+    error: str | None = None
+    kind: str = ""
+    time: float = 0.0
+
+
+_DELIVERY = msgspec.json.Decoder(Delivery)
+
+
+def read_deliveries(path: Path) -> tuple[list[Delivery], int]:
+    """The file's deliveries, and how many of its lines are damaged (skipped: one bad line hides no other)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return [], 0
+    found, damaged = [], 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            found.append(_DELIVERY.decode(line))
+        except msgspec.DecodeError:
+            damaged += 1
+    return found, damaged
+
+
 class DeliveryLog:
     """`<run>/watch/deliveries.jsonl`: one line per finished delivery (delivered or given up)."""
 
@@ -223,23 +257,12 @@ class DeliveryLog:
         self._lock = threading.Lock()
 
     def delivered(self) -> set[tuple[str, str]]:
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return set()
-        done = set()
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("status") == "delivered":
-                done.add((record.get("alert_id"), record.get("sink")))
-        return done
+        return {(d.alert_id, d.sink) for d in read_deliveries(self.path)[0] if d.status == "delivered"}
 
-    def record(self, alert: Alert, sink: str, status: str, attempts: int, error: str | None) -> None:
-        line = json.dumps({"alert_id": alert.id, "kind": alert.kind, "sink": sink, "status": status,
-                           "attempts": attempts, "error": error, "time": time.time()}) + "\n"
+    def record(self, alert: Alert, sink: str, status: Literal["delivered", "gave_up"], attempts: int,
+               error: str | None) -> None:
+        delivery = Delivery(alert.id, sink, status, attempts, error, alert.kind, time.time())
+        line = msgspec.json.encode(delivery).decode() + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # errors may name hosts
@@ -274,7 +297,7 @@ class _SinkWorker:
             with self._lock:
                 self._in_flight = None
 
-    def _record(self, alert: Alert, status: str, attempts: int, error: str | None) -> None:
+    def _record(self, alert: Alert, status: Literal["delivered", "gave_up"], attempts: int, error: str | None) -> None:
         with self._lock:
             if self._abandoned:
                 return  # already recorded by `abandon`
@@ -349,9 +372,6 @@ class Dispatcher:
             worker.abandon(timeout)
 
 
-def describe_deliveries(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "watch" / DELIVERIES_FILE
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return []
+def describe_deliveries(run_dir: Path) -> list[Delivery]:
+    """A run's deliveries, damaged lines left out."""
+    return read_deliveries(Path(run_dir) / "watch" / DELIVERIES_FILE)[0]

@@ -177,3 +177,20 @@ def test_a_failing_command_is_said_with_the_end_of_its_stderr() -> None:
     said = str(failure.value)
     assert said.startswith("exit code 3: ") and said.endswith("early line\ndisk full: /mnt/alerts")
     assert len(said) <= len("exit code 3: ") + 300
+
+
+def test_a_damaged_delivery_line_hides_no_other(tmp_path: Path) -> None:
+    """deliveries.jsonl with a line cut by a full disk and a line of another shape between two good ones:
+    both good ones are read (before, one bad line made the whole record empty), the bad ones counted."""
+    from backend.watch.sinks import DeliveryLog, read_deliveries
+
+    log = DeliveryLog(tmp_path)
+    log.record(ALERT, "webhook", "delivered", 1, None)
+    with open(log.path, "a", encoding="utf-8") as handle:
+        handle.write('{"alert_id": "a1b2c3", "sink": "comm\n[1, 2]\n')
+    log.record(ALERT, "command", "gave_up", 3, "exit code 3: disk full")
+    found, damaged = read_deliveries(log.path)
+    assert [(d.sink, d.status, d.attempts, d.error) for d in found] == [
+        ("webhook", "delivered", 1, None), ("command", "gave_up", 3, "exit code 3: disk full")]
+    assert damaged == 2
+    assert log.delivered() == {("a1b2c3", "webhook")}

@@ -204,7 +204,7 @@ def test_injected_nan_then_kill_9_alert_and_reach_a_flaky_webhook(
     wait_for(lambda: len(hook.bodies) == 2, timeout=30, what="both alerts at the webhook")
     assert [b["kind"] for b in hook.bodies] == ["nonfinite", "failed"]
     assert hook.bodies[0]["step"] == 6 and hook.bodies[0]["id"] == nan.id and hook.requests == 3
-    deliveries = {(d["kind"], d["status"], d["attempts"]) for d in describe_deliveries(run.path)}
+    deliveries = {(d.kind, d.status, d.attempts) for d in describe_deliveries(run.path)}
     assert deliveries == {("nonfinite", "delivered", 2), ("failed", "delivered", 1)}
 
 
@@ -239,9 +239,9 @@ def test_overflow_run_and_scale_floor_with_the_webhook_down(
     # the dead webhook lost nothing from alerts.jsonl, was tried twice per alert, and the supervisor ended well
     wait_for(lambda: _watchdog_done(run), timeout=30, what="the watchdog's last deliveries")
     deliveries = describe_deliveries(run.path)
-    assert {d["status"] for d in deliveries} == {"gave_up"} and {d["attempts"] for d in deliveries} == {2}
-    assert sorted(d["kind"] for d in deliveries) == sorted(a.kind for a in alerts)
-    assert "cannot reach the webhook" in deliveries[0]["error"]
+    assert {d.status for d in deliveries} == {"gave_up"} and {d.attempts for d in deliveries} == {2}
+    assert sorted(d.kind for d in deliveries) == sorted(a.kind for a in alerts)
+    assert "cannot reach the webhook" in (deliveries[0].error or "")
     status = json.loads((run.path / "watch" / "status.json").read_text())
     assert status["alerts"] == len(alerts) and status["cpu_percent_of_one_core"] < 1.0
     assert read_all(run.events_path)[-1]["type"] == "run_end"
