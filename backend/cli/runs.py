@@ -209,7 +209,7 @@ def status(
     seen = seen_line(folder.path, elsewhere=where)
     if seen:
         console.print(f"  seen: {seen}", highlight=False, markup=False, soft_wrap=True)
-    elif s.state.is_active and s.state.supervisor_pid is not None:
+    if where is None and s.state.is_active and s.state.supervisor_pid is not None:
         console.print(f"  supervisor: pid {s.state.supervisor_pid} (save and stop: `workbench signal "
                       f"{visible(folder.run_id)} save-and-stop` sends it SIGUSR1)", highlight=False, markup=False,
                       soft_wrap=True)
@@ -227,8 +227,8 @@ def status(
         console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     from backend.doctor.report import verdict_lines
 
-    for line in verdict_lines(folder):  # the throughput doctor's findings (#38), without its FLOPs (no child)
-        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    for verdict in verdict_lines(folder):  # the throughput doctor's findings (#38), without its FLOPs (no child)
+        console.print(f"  {verdict}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _startup(folder: RunFolder, state: RunState, step: int | None) -> Startup | None:
