@@ -43,7 +43,22 @@ def merged_model_of_run(run_id: str) -> Path:
 def _watchdog(run: RunFolder, trainer_pid: int) -> Any:
     from backend.watch.watchdog import start_watchdog
 
-    return start_watchdog(run, trainer_pid)  # alerts from outside the trainer (#15)
+    return start_watchdog(run, trainer_pid, lambda: _a_job_beside(run))  # alerts from outside the trainer (#15)
+
+
+def _a_job_beside(run: RunFolder) -> bool:
+    """A golden-prompts or swift-eval job of the run's own is running now: it shares the run's CPU or GPU, so
+    a slower step then is not the run's own slowness (#34 item 11)."""
+    from backend.jobs.job import list_jobs, refresh_job
+
+    for job in list_jobs(run.jobs_dir):
+        try:
+            state = refresh_job(job)
+        except (OSError, ValueError):
+            continue
+        if state.kind in ("golden", "eval") and state.is_active:
+            return True
+    return False
 
 
 def _events_summary(run: RunFolder, trainer_pid: int) -> Any:

@@ -13,6 +13,7 @@ event-fed ones a run watches are listed here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from backend.watch.config import WatchSection
@@ -20,13 +21,14 @@ from backend.watch.loss_detectors import DivergenceDetector, LossScaleDetector, 
 from backend.watch.progress_detectors import ThroughputDetector
 
 
-def event_detectors(config: WatchSection) -> list[Any]:
-    """The detectors fed from events.jsonl, in the order they run."""
+def event_detectors(config: WatchSection, beside: Callable[[], bool] | None = None) -> list[Any]:
+    """The detectors fed from events.jsonl, in the order they run (`beside`: whether a job of the run's own
+    runs beside it now, see ThroughputDetector)."""
     found: list[Any] = []
     if config.nonfinite:
         found.append(NonfiniteDetector())
     found += [DivergenceDetector(config.divergence_factor, config.divergence_window),
               LossScaleDetector(config.loss_scale_min, config.overflow_run),
-              ThroughputDetector(config.throughput_fraction, config.throughput_window),
+              ThroughputDetector(config.throughput_fraction, config.throughput_window, beside=beside),
               OverfitDetector(config.overfit_evals)]
     return found

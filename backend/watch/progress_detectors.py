@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Callable
 
 from backend.contract.events import Checkpoint, Eval, Event, Phase, RunBegin, RunEnd
 from backend.watch.finding import Finding, rank0_log
@@ -82,13 +83,17 @@ class HangDetector:
 
 class ThroughputDetector:
     """steps/s below `fraction` of its median for `window` log records in a row. The record after
-    a checkpoint or an evaluation (its interval includes the save) and the first one are ignored;
-    after an alert, it re-arms only once the speed was normal for 10 x `window` records."""
+    a checkpoint or an evaluation (its interval includes the save) and the first one are ignored, and so
+    are the records while a job of the run's own runs beside it (`beside`: golden prompts, swift eval, which
+    share its CPU or GPU) and the one after; after an alert, it re-arms only once the speed was normal for
+    10 x `window` records."""
 
     kind = "throughput"
 
-    def __init__(self, fraction: float, window: int, min_history: int = 5):
+    def __init__(self, fraction: float, window: int, min_history: int = 5,
+                 beside: Callable[[], bool] | None = None):
         self.fraction, self.window, self.min_history = fraction, window, min_history
+        self.beside = beside
         self._history: deque[float] = deque(maxlen=200)
         self._skip_next = True
         self._low = 0
@@ -103,6 +108,9 @@ class ThroughputDetector:
         if log is None or not log.steps_per_second:
             return []
         speed = log.steps_per_second
+        if self.beside is not None and self.beside():
+            self._skip_next, self._low = True, 0  # the record after the job still holds some of its time
+            return []
         if self._skip_next:
             self._skip_next = False
             return []

@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,13 @@ STATUS_SECONDS = 30.0
 
 
 class Watchdog:
-    def __init__(self, run: RunFolder, trainer_pid: int | None, config: WatchSection, dispatcher: Any = None):
+    def __init__(self, run: RunFolder, trainer_pid: int | None, config: WatchSection, dispatcher: Any = None,
+                 beside: Callable[[], bool] | None = None):
         self.run, self.trainer_pid, self.config, self.dispatcher = run, trainer_pid, config, dispatcher
         self.folder = watch_dir(run.path)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.reader = EventReader(run.events_path, offset=_size(run.events_path))
-        self.detectors = event_detectors(config)
+        self.detectors = event_detectors(config, beside)
         # a resume proves it carried on (#39): the tail of the earlier attempts, judged against the first steps
         self.resume = ResumeDetector(_logs_before(run.events_path, self.reader.offset), config.resume_logs,
                                      config.resume_loss_factor)
@@ -301,8 +303,10 @@ class _NoWatchdog:
         pass
 
 
-def start_watchdog(run: RunFolder, trainer_pid: int | None) -> Watchdog | _NoWatchdog:
-    """The supervisor's hook: a watchdog per the run's profile, or nothing (never an exception)."""
+def start_watchdog(run: RunFolder, trainer_pid: int | None,
+                   beside: Callable[[], bool] | None = None) -> Watchdog | _NoWatchdog:
+    """The supervisor's hook: a watchdog per the run's profile, or nothing (never an exception). `beside`:
+    whether a job of the run's own (golden prompts, swift eval) runs beside it now."""
     try:
         profile = run.read_profile()
         if not profile.watch.enabled:
@@ -310,7 +314,7 @@ def start_watchdog(run: RunFolder, trainer_pid: int | None) -> Watchdog | _NoWat
         from backend.watch.sinks import Dispatcher
 
         dispatcher = Dispatcher.for_run(run.path, profile.notify)
-        return Watchdog(run, trainer_pid, profile.watch, dispatcher).start()
+        return Watchdog(run, trainer_pid, profile.watch, dispatcher, beside).start()
     except Exception as error:
         append_watch_log(run.path, f"watchdog could not start\n{traceback.format_exc()}")
         _say_watchdog_off(run, error)

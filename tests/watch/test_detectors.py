@@ -131,6 +131,22 @@ def test_throughput_ignores_the_record_after_a_checkpoint() -> None:
     assert d.on_event(log(8, steps_per_second=0.5)) == []
 
 
+def test_throughput_ignores_the_records_while_a_job_of_the_run_runs_beside_it() -> None:
+    """A golden-prompts job shares the run's CPU: its slow records (0.4 of a 4.0 median) raise nothing, nor
+    does the one after it ends (it still holds some of the job's time); alone, the same pace is an alert."""
+    job_running = [False]
+    d = ThroughputDetector(fraction=0.5, window=3, beside=lambda: job_running[0])
+    for s in range(1, 8):
+        d.on_event(log(s, steps_per_second=4.0))
+    job_running[0] = True
+    during = sum((d.on_event(log(s, steps_per_second=0.4)) for s in range(8, 14)), [])
+    job_running[0] = False
+    after = sum((d.on_event(log(s, steps_per_second=0.4)) for s in range(14, 17)), [])
+    assert during == []
+    assert [f.step for f in after] == []  # 14 skipped, 15 and 16 low: two of the three records the window needs
+    assert [f.step for f in d.on_event(log(17, steps_per_second=0.4))] == [17]
+
+
 def test_memory_and_disk_readings() -> None:
     gpu = GpuMemoryDetector(fraction=0.9)
     assert gpu.on_sample([(0, 70 * GiB, 80 * GiB)], step=3) == []
