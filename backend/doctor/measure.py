@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.contract.events import EVENTS_FILE_NAME, EventReader, RunBegin, StepTime
+from backend.contract.events import EVENTS_FILE_NAME, EventReader, MemoryPhase, RunBegin, StepTime
 
 INSIDE = ("data_wait", "forward_backward", "optimizer", "other_in_step")
 BETWEEN = ("logging", "eval", "save", "between_other")
@@ -89,6 +89,7 @@ class Measured:
     ranks: dict[int, RankSteps]
     begin: RunBegin | None
     problems: list[str]
+    gpu_memory: tuple[int, int] | None = None  # rank 0's allocator peak over the run, its GPU's size (CUDA runs)
 
     @property
     def lead(self) -> RankSteps | None:
@@ -116,9 +117,14 @@ def read_measured(run_dir: Path) -> Measured:
     reader = EventReader(run_dir / EVENTS_FILE_NAME)
     ranks: dict[int, RankSteps] = {}
     begin: RunBegin | None = None
+    peak, total = 0, 0
     for event in reader.read_new():
         if isinstance(event, StepTime):
             ranks.setdefault(event.rank, RankSteps(event.rank)).add(event)
         elif isinstance(event, RunBegin) and event.rank == 0:
             begin = event
-    return Measured(dict(sorted(ranks.items())), begin, reader.problems())
+        elif isinstance(event, MemoryPhase) and event.rank == 0:
+            peak = max([peak, *(c.max_reserved for c in event.cuda or [])])
+            total = max([total, *(g.total or 0 for g in event.nvml or [])])
+    memory = (peak, total) if peak and total else None
+    return Measured(dict(sorted(ranks.items())), begin, reader.problems(), memory)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.contract.events import EVENTS_FILE_NAME, EventReader, MemoryPhase
 from backend.doctor.flops import TokenFlops, token_flops
 from backend.doctor.measure import PARTS, Measured, read_measured
 from backend.doctor.peaks import TERA, GpuPeak, gpu_peak
@@ -159,16 +158,6 @@ def _shape(settings: RunSettings) -> tuple[ModelShape | None, str]:
     return shape, f"shape: {shape.count_label}"
 
 
-def _gpu_memory(run_dir: Path) -> tuple[int, int] | None:
-    """(the allocator's peak over the run, the GPU's size) from rank 0's memory phases, CUDA runs only."""
-    peak, total = 0, 0
-    for event in EventReader(run_dir / EVENTS_FILE_NAME).read_new():
-        if isinstance(event, MemoryPhase) and event.rank == 0:
-            peak = max([peak, *(c.max_reserved for c in event.cuda or [])])
-            total = max([total, *(g.total or 0 for g in event.nvml or [])])
-    return (peak, total) if peak and total else None
-
-
 def diagnose(run: RunFolder) -> Diagnosis:
     measured = read_measured(run.path)
     settings = run_settings(run)
@@ -179,7 +168,7 @@ def diagnose(run: RunFolder) -> Diagnosis:
     peak = gpu_peak(device_name)
     begin = measured.begin
     precision = begin.precision if begin and begin.precision else "fp32"
-    verdicts = judge(measured, settings, peak, device_name is not None, _gpu_memory(run.path))
+    verdicts = judge(measured, settings, peak, device_name is not None, measured.gpu_memory)
     return Diagnosis(run.run_id, measured, settings, flops, note, peak, precision, verdicts)
 
 
@@ -191,6 +180,6 @@ def verdict_lines(run: RunFolder) -> list[str]:
         return []
     peak = gpu_peak(lead.device_name)
     verdicts = [v for v in judge(measured, run_settings(run), peak, lead.device_name is not None,
-                                 _gpu_memory(run.path)) if v.skipped is None]
+                                 measured.gpu_memory) if v.skipped is None]
     return [f"doctor: {v.said}" for v in verdicts] + ([f"  (`workbench doctor {run.run_id}` says why and what "
                                                         f"to change)"] if verdicts else [])
