@@ -41,8 +41,8 @@ class Break:
 
 BREAKS: tuple[Break, ...] = (
     Break("golden-newest-only", "one golden job answers every checkpoint still without answers",
-          "backend/golden/job.py", "            steps.append(step)\n    return steps\n",
-          "            steps.append(step)\n    return steps[-1:]\n",
+          "backend/golden/job.py", "and not answers_path(run, verdict.step).is_file()]\n",
+          "and not answers_path(run, verdict.step).is_file()][-1:]\n",
           ("tests/scoreboard/test_golden_several_missing.py",)),
     Break("resume-refusal-reason", "resume of an active run is refused with 'stop it first'",
           "backend/runs/resume.py", 'hint = "stop it first" if state.is_active else',
