@@ -36,7 +36,6 @@ from backend.golden.prompts import PromptsError, prompts_path, read_prompts
 from backend.hardware.machine import visible_devices_env
 from backend.jobs.job import JobFolder, JobSpec, list_jobs, new_job_id, refresh_job, start_job
 from backend.profile import ProfileError
-from backend.rundir.checkpoint_verdict import checkpoint_problem
 from backend.rundir.layout import RunFolder
 from backend.rundir.world import launch_base_dir
 
@@ -99,13 +98,9 @@ def active_golden_job(run: RunFolder) -> JobFolder | None:
 
 
 def missing_steps(run: RunFolder) -> list[int]:
-    """Complete checkpoints (checkpoints.py's verdict) still without answers."""
-    steps = []
-    for folder in run.checkpoints():
-        step = int(folder.name.split("-")[1])
-        if not answers_path(run, step).is_file() and checkpoint_problem(folder) is None:
-            steps.append(step)
-    return steps
+    """Complete checkpoints (the run's one verdict, with its world size) still without answers."""
+    return [verdict.step for verdict in run.checkpoint_verdicts()
+            if verdict.step is not None and verdict.complete and not answers_path(run, verdict.step).is_file()]
 
 
 @dataclass(frozen=True)
