@@ -18,8 +18,10 @@ OURS = {"backend", "tui"}
 
 def _declared() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    # the eval extra too: backend/evaluation/worker.py imports EvalScope (the test extra installs it)
-    return [Requirement(line) for line in [*project["dependencies"], *project["optional-dependencies"]["eval"]]]
+    # the eval and cloud extras too: backend/evaluation/worker.py imports EvalScope, backend/oracle/sky_task.py
+    # SkyPilot (the test extra installs both)
+    extras = project["optional-dependencies"]
+    return [Requirement(line) for line in [*project["dependencies"], *extras["eval"], *extras["cloud"]]]
 
 
 def _name(distribution: str) -> str:
