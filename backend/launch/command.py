@@ -20,7 +20,7 @@ import yaml
 
 from backend.contract.flight_recorder import flight_recorder_env
 from backend.core.fs import write_text_atomic
-from backend.core.paths import PACKAGE_DIR
+from backend.core.paths import BUILTIN_SWIFT_TYPES, PACKAGE_DIR, is_builtin
 from backend.hardware.machine import HardwareInfo, trains_on_cpu, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config
 from backend.models.refs import resolve_dataset, resolve_model
@@ -319,8 +319,13 @@ def swift_flags(
     m, d, p, tr = profile.model, profile.data, profile.precision, profile.training
     f = _Flags()
     f.force("model", model, "an absolute path or hub id: a relative one breaks a later export/infer", "model.source")
-    for name in ("model_type", "template"):
-        f.set(name, getattr(m, name), f"model.{name}")
+    builtin = is_builtin(m.source)
+    for name, known in zip(("model_type", "template"), BUILTIN_SWIFT_TYPES, strict=True):
+        if builtin and getattr(m, name) is None:
+            f.force(name, known, "the built-in model is the workbench's own Qwen2: swift alone sees two model types "
+                    "(qwen2, qwen2_gte) and would stop at launch", f"model.{name}")
+        else:
+            f.set(name, getattr(m, name), f"model.{name}")
     f.set("system", m.system, "model.system", equals=True)
     for name in ("model_author", "model_name"):
         f.set(name, getattr(m, name), f"model.{name}")
