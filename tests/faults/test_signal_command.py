@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 from tests.faults import helpers as h
+from tests.timing import scaled
 
 
 def test_signal_save_and_stop_sends_sigusr1_to_the_proven_supervisor_and_says_so(workspace: Path) -> None:
@@ -22,7 +23,7 @@ def test_signal_save_and_stop_sends_sigusr1_to_the_proven_supervisor_and_says_so
         assert result.output == (f"sent SIGUSR1 to the supervisor of run {run.run_id} (pid {supervisor.pid}): the "
                                  "trainer saves a checkpoint at the end of its step, then the run ends `stopped`; "
                                  f"follow it with `workbench status {run.run_id}`\n")
-        assert supervisor.wait(5) == -signal.SIGUSR1  # a plain sleep dies of it: it got the signal
+        assert supervisor.wait(scaled(5)) == -signal.SIGUSR1  # a plain sleep dies of it: it got the signal
     finally:
         supervisor.kill()
         supervisor.wait()

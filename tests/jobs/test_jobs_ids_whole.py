@@ -14,7 +14,12 @@ from tests.faults import helpers as h
 
 
 @pytest.mark.parametrize("columns", ["60", "80", "120"])
-def test_jobs_prints_ids_whole_in_a_narrow_terminal(isolated_runs: Path, tmp_path: Path, columns: str) -> None:
+def test_jobs_prints_ids_whole_in_a_narrow_terminal(isolated_runs: Path, tmp_path: Path, columns: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.cli import common
+
+    # as in a fresh process: the width follows COLUMNS (an earlier test of this worker may have fixed it)
+    monkeypatch.setattr(common.console, "_width", None)
     isolated_runs.mkdir(parents=True, exist_ok=True)
     run = h.fake_run(isolated_runs, "20261201-232000-quill-1f0e")
     spec = JobSpec(kind="infer", description="golden prompts", argv=["true"], cwd=str(tmp_path),
