@@ -186,8 +186,9 @@ def test_a_wrong_end_of_turn_token_is_named(run: RunFolder, merged_export: dict[
                              ("generation_config.json", "eos_token_id", 0)):
         data = json.loads((broken / name).read_text(encoding="utf-8"))
         (broken / name).write_text(json.dumps({**data, key: value}), encoding="utf-8")
-    adapter_job, merged_job = sorted(list_jobs(run.jobs_dir, kind="infer"),
-                                     key=lambda job: "--adapters" not in job.read_spec().argv)[:2]
+    # the merged export's own pair: the run's two oldest infer jobs (a broken export tested before adds newer ones)
+    adapter_job, merged_job = sorted(list_jobs(run.jobs_dir, kind="infer")[-2:],
+                                     key=lambda job: "--adapters" not in job.read_spec().argv)
     trained = from_checkpoint(run.output_dir / "checkpoint-4", label="trained")
     report = finish_parity(broken, adapter_job, merged_job, trained, from_model_dir(broken))
     assert report.verdict == SAME_BUT_END

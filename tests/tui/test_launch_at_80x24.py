@@ -33,4 +33,4 @@ async def test_the_output_tabs_description_is_shown_whole(size: tuple[int, int])
         assert area.size.height == area.wrapped_document.height  # as tall as its text
         assert not area.show_vertical_scrollbar
         text = shown(area)
-        assert "Runs on any machine in about a minute; the loss falls from about 6.5 to well under 1." in text
+        assert "Runs on any machine in a few minutes; the loss falls from about 6.5 to well under 1." in text
