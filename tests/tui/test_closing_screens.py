@@ -57,5 +57,10 @@ async def test_a_closed_screen_whose_worker_failed_is_not_kept_alive(isolated_ru
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, CompareScreen), what="the compare view to close")
         await pilot.pause()
-        gc.collect()
+
+        def collected() -> bool:  # the worker manager lets go of a finished worker a tick later (later under load)
+            gc.collect()
+            return gone() is None
+
+        await wait_for(pilot, collected, what="the closed compare view to be collected")
         assert gone() is None, [type(r).__name__ for r in gc.get_referrers(gone())]
