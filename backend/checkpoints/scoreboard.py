@@ -1,7 +1,8 @@
 """The checkpoint scoreboard of a run: each checkpoint with its step, train loss at the save (and its
 EMA), the evaluation aligned to it, its size on disk, complete or not, pinned or not; and the best one
 by the profile's metric (`training.metric_for_best_model`, swift's `loss` = eval loss, lower is better
-by default; the train loss when the run has no evaluation, and it says so).
+by default; the train loss's EMA when the run has no evaluation, and it says so: one logged train loss is one
+noisy batch, the EMA beside it is steadier).
 
 It reads only the run folder: events.jsonl through backend.contract.events and backend.core.tail, the checkpoint
 folders, the pins file. No model is loaded and nothing of swift is imported.
@@ -155,7 +156,7 @@ class Scoreboard:
     run_id: str
     metric: Metric
     rows: list[Row] = field(default_factory=list)
-    basis: str = "eval"  # eval: the metric of the evaluations; train: the train loss (no evaluation)
+    basis: str = "eval"  # eval: the metric of the evaluations; train: the train loss's EMA (no evaluation)
     problems: list[str] = field(default_factory=list)  # damaged or newer events lines
     gone_steps: list[int] = field(default_factory=list)  # saved (an event says so), folder no longer there
     attempt: str = ""  # the queue's OOM retry link: "attempt 2 of RUN, half micro-batch" (backend/runs/attempts.py)
@@ -170,13 +171,17 @@ class Scoreboard:
     def basis_text(self) -> str:
         if self.basis == "eval":
             return f"{'highest' if self.metric.greater_is_better else 'lowest'} {self.metric.label}"
-        return f"lowest train loss (this run has no {self.metric.label} at any checkpoint)"
+        return f"lowest train loss EMA (this run has no {self.metric.label} at any checkpoint)"
+
+    def value(self, row: Row) -> float | None:
+        """The value a row is judged by: its metric, or its train loss's EMA in a run without evaluation."""
+        return row.eval_value if self.basis == "eval" else row.train_loss_ema
 
     def reason(self, row: Row) -> str:
         """Why a row is the best: 'checkpoint-6: lowest eval loss 1.23'."""
-        value = row.eval_value if self.basis == "eval" else row.train_loss
         kind = self.basis_text().split(" (")[0]
-        return f"{row.name}: {kind} {value:.4g}" + ("" if self.basis == "eval" else " (no evaluation in this run)")
+        return f"{row.name}: {kind} {self.value(row):.4g}" + (
+            "" if self.basis == "eval" else " (no evaluation in this run; the EMA, not one noisy train loss)")
 
     def row(self, step: int) -> Row | None:
         return next((row for row in self.rows if row.step == step), None)
@@ -297,8 +302,8 @@ def _choose_best(board: Scoreboard) -> None:
         pick = (max if board.metric.greater_is_better else min)(scored, key=lambda r: (r.eval_value, -r.step))
     else:
         board.basis = "train"
-        trained = [r for r in usable if r.train_loss is not None and not r.train_damaged]
+        trained = [r for r in usable if r.train_loss_ema is not None and not r.train_damaged]
         if not trained:
             return
-        pick = min(trained, key=lambda r: (r.train_loss, -r.step))
+        pick = min(trained, key=lambda r: (r.train_loss_ema, -r.step))
     pick.best = True

@@ -147,7 +147,7 @@ def rank_runs(run_dirs: list[str]) -> list[Ranked]:
         run = RunFolder(run_dir)
         board = scoreboard(run)
         best = board.best
-        value = None if best is None else (best.eval_value if board.basis == "eval" else best.train_loss)
+        value = None if best is None else board.value(best)
         text = summary(board).split(" · ")[-1]  # without the attempt link: the list says it elsewhere
         if value is None:
             key: tuple[int, float, int] = (2, 0.0, order)

@@ -101,3 +101,21 @@ def test_real_run_read_only(short_lora_run: RunFolder) -> None:
     # logging_steps 5 over 4 steps: the trainer logs step 1 only, so the save takes the nearest before it
     assert row["train_step"] == 1 and row["train_loss"] > 0 and row["size_bytes"] > 100_000
     assert sorted(p.name for p in short_lora_run.path.iterdir()) == before
+
+
+def test_without_evaluation_the_best_is_by_the_steadier_ema_and_said_so(tmp_path: Path) -> None:
+    # one noisy dip at step 4 (0.5) between losses near 1: the single train loss would pick it
+    events = [log(2, 3.0), saved(2), log(4, 0.5), saved(4), *(log(step, 1.0) for step in range(5, 11)), saved(10)]
+    run = fake_run(tmp_path, events, {2: True, 4: True, 10: True})
+    code, out = checkpoints(str(run.path))
+    assert code == 0, out
+    # EMA by hand (weight 0.9, debiased): step 4 (0.27 + 0.05)/0.19 = 1.684; step 10 = 6.386/5.695 = 1.121
+    assert out.splitlines()[:6] == [
+        "best: checkpoint-10: lowest train loss EMA 1.121 (no evaluation in this run; the EMA, not one noisy "
+        "train loss)",
+        "",
+        "   checkpoint     train loss  loss EMA  eval loss  size      pinned  state",
+        "   checkpoint-2   3           3         -          10.1 KiB          complete",
+        "   checkpoint-4   0.5         1.684     -          10.1 KiB          complete",
+        "*  checkpoint-10  1           1.121     -          10.1 KiB          complete",
+    ]

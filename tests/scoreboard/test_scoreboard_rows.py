@@ -42,12 +42,14 @@ def test_eval_nearest_before_the_save_and_never_one_of_an_earlier_checkpoint(tmp
     assert scoreboard(run).best.step == 30  # type: ignore[union-attr]
 
 
-def test_no_evaluation_best_by_train_loss_and_said_so(tmp_path: Path) -> None:
+def test_no_evaluation_best_by_train_loss_ema_and_said_so(tmp_path: Path) -> None:
     events = [log(2, 3.0), saved(2), log(4, 1.0), saved(4), log(6, 1.25), saved(6)]
     board = scoreboard(fake_run(tmp_path, events, {2: True, 4: True, 6: True}))
     assert board.basis == "train"
-    assert board.best.step == 4  # type: ignore[union-attr]
-    assert text_lines(board)[0] == "best: checkpoint-4: lowest train loss 1 (no evaluation in this run)"
+    # EMA by hand (0.9, debiased): step 4 (0.27 + 0.1)/0.19 = 1.947; step 6 (0.333 + 0.125)/0.271 = 1.690
+    assert board.best.step == 6  # type: ignore[union-attr]
+    assert text_lines(board)[0] == ("best: checkpoint-6: lowest train loss EMA 1.69 (no evaluation in this run; "
+                                    "the EMA, not one noisy train loss)")
 
 
 def test_incomplete_checkpoint_is_shown_never_best(tmp_path: Path) -> None:
