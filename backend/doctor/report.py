@@ -10,9 +10,11 @@ from typing import Any
 
 from backend.doctor.flops import TokenFlops, token_flops
 from backend.doctor.measure import PARTS, Measured, read_measured
+from backend.doctor.offload import offload_of
 from backend.doctor.peaks import TERA, GpuPeak, gpu_peak
 from backend.doctor.verdicts import RunSettings, Verdict, judge
 from backend.models.shape import ModelShape
+from backend.profile import LaunchProfile, ProfileError
 from backend.rundir.layout import RunFolder
 
 PART_NAMES = {"data_wait": "waiting for data", "forward_backward": "forward + backward", "optimizer": "optimizer step",
@@ -132,7 +134,11 @@ def run_settings(run: RunFolder) -> RunSettings:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         args = {}
     args = args if isinstance(args, dict) else {}
-    return RunSettings(args, world_size=run.world_size() or 1)
+    try:
+        profile: LaunchProfile | None = run.read_profile()
+    except ProfileError:
+        profile = None  # said by the verdicts that need it: none of them guesses
+    return RunSettings(args, world_size=run.world_size() or 1, offload=offload_of(profile, args))
 
 
 def run_flops(shape: ModelShape, settings: RunSettings, attended: float) -> TokenFlops:

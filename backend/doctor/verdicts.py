@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.doctor.measure import WARMUP_STEPS, Measured
+from backend.doctor.offload import Offload
 from backend.doctor.peaks import GpuPeak
 
 PADDING_SHARE = 0.15  # of the tokens the model computed on
@@ -20,6 +21,8 @@ EVAL_TARGET = 0.05
 SLOW_RANK = 1.2  # a rank's steady step over the median of the others'
 WARMUP_FACTOR = 3.0
 MAX_WORKERS = 8
+OFFLOAD_SHARE = 0.25  # the optimizer step's share of the loop's time with its work in host memory
+GPU_OPTIMIZER_SHARE = 0.05  # what an AdamW step on the GPU usually takes of a step (a fused kernel over the weights)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class RunSettings:
 
     args: dict[str, Any]
     world_size: int = 1
+    offload: Offload | None = None  # what the run keeps in host memory (backend/doctor/offload.py)
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.args.get(key)
@@ -168,7 +172,8 @@ def _warmup(measured: Measured, settings: RunSettings, peak: GpuPeak | None) -> 
 
 def _gpu_checks(measured: Measured, settings: RunSettings, peak: GpuPeak | None, on_gpu: bool,
                 memory: tuple[int, int] | None) -> list[Verdict]:
-    """Micro-batch headroom, gradient checkpointing that is not needed, flash attention: GPU questions."""
+    """Micro-batch headroom, gradient checkpointing that is not needed, flash attention, CPU offload: GPU
+    questions."""
     if not on_gpu:
         why = "no GPU in this run: "
         return [Verdict("micro_batch", "micro-batch headroom", "", "", skipped=why + "it reads the GPU's measured "
@@ -176,8 +181,9 @@ def _gpu_checks(measured: Measured, settings: RunSettings, peak: GpuPeak | None,
                 Verdict("checkpointing", "gradient checkpointing on a model that fits without it", "", "",
                         skipped=why + "recompute is only worth removing when GPU memory allows"),
                 Verdict("flash_attention", "flash attention", "", "",
-                        skipped=why + "FlashAttention runs on NVIDIA GPUs of compute capability 8.0 or newer")]
-    found: list[Verdict] = []
+                        skipped=why + "FlashAttention runs on NVIDIA GPUs of compute capability 8.0 or newer"),
+                *_offload_skipped(settings, why)]
+    found: list[Verdict] = [v for v in [_offload(measured, settings)] if v is not None]
     batch = int(settings.get("per_device_train_batch_size", 1))
     if memory is not None:
         peak_bytes, total = memory
@@ -205,3 +211,40 @@ def _gpu_checks(measured: Measured, settings: RunSettings, peak: GpuPeak | None,
             "allows packing" + ("" if installed else " (pip install flash-attn first: it is not installed here)"),
             {"extra_swift_args.attn_impl": "flash_attn"}))
     return found
+
+
+def _offload_skipped(settings: RunSettings, why: str) -> list[Verdict]:
+    if settings.offload is None:
+        return []
+    return [Verdict("cpu_offload", "CPU offload over a slow link", "", "", skipped=why + (
+        f"{settings.offload.engine} offload moves {settings.offload.what} between a GPU and host memory; on a CPU "
+        f"nothing is offloaded"))]
+
+
+def _offload(measured: Measured, settings: RunSettings) -> Verdict | None:
+    """Offload's cost shows in the optimizer step: its work waits for the gradients to cross to the host, runs on
+    the CPU, and the weights cross back. DeepSpeed runs its step inside the backward (accelerate's engine wrapper
+    calls engine.step() there), where the step's phases cannot tell it apart: said, not guessed."""
+    offload, lead = settings.offload, measured.lead
+    if offload is None or lead is None or not lead.step_seconds:
+        return None
+    share = measured.share("optimizer")
+    if offload.engine == "DeepSpeed" and share == 0:
+        return Verdict("cpu_offload", "CPU offload over a slow link", "", "", skipped=(
+            f"DeepSpeed offloads {offload.what}, but it steps its optimizer inside the backward (accelerate's "
+            "engine wrapper), so the measured phases cannot show the offload's share: compare with a run without "
+            "it"))
+    if share < OFFLOAD_SHARE:
+        return None
+    off = ", ".join(f"{key} = {_toml(value)}" for key, value in offload.change.items())
+    return Verdict(
+        "cpu_offload", f"CPU offload over a slow link: the optimizer step takes {share:.0%} of step time with "
+                       f"{offload.what} in host memory -> " + (off or f"{offload.engine} offload off"),
+        f"{lead.seconds['optimizer']:.2f} s of {lead.wall:.2f} s in the optimizer step over {len(lead.step_seconds)} "
+        f"steps (rank {lead.rank}); {offload.engine} keeps {offload.what} in host memory",
+        f"about {max(0.0, share - GPU_OPTIMIZER_SHARE):.0%} of the time back: each step now sends the gradients to "
+        f"the host over PCIe, updates the weights on the CPU and sends them back; on the GPU the update takes about "
+        f"{GPU_OPTIMIZER_SHARE:.0%} of a step. It needs GPU memory for the optimizer state (AdamW: about 12 bytes per "
+        f"trained parameter)" + ("" if offload.change else "; the run's DeepSpeed or FSDP settings come from its own "
+                                 "file or arguments: turn offload off there"),
+        offload.change)
