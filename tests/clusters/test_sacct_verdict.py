@@ -7,13 +7,13 @@ written by hand."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from backend.contract.alerts import read_alerts
 from backend.rundir.layout import RunFolder
+from tests.fakes import fake_commands
 from tests.faults import helpers as h
 
 FAKE_SACCT = """#!/bin/bash
@@ -25,12 +25,7 @@ NODE = "node7-of-the-cluster"
 
 @pytest.fixture
 def fake_sacct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "fakeslurm"
-    (folder / "bin").mkdir(parents=True)
-    (folder / "bin" / "sacct").write_text(FAKE_SACCT)
-    (folder / "bin" / "sacct").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_DIR", str(folder))
+    folder = fake_commands(tmp_path / "fakeslurm", {"sacct": FAKE_SACCT}, "FAKE_SLURM_DIR", monkeypatch)
     monkeypatch.setattr("backend.cluster.sacct._answers", {})  # no answer of another test's sacct
     return folder
 

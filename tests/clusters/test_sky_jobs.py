@@ -6,7 +6,6 @@ submitted. Expected commands and lines are written by hand."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from typer.testing import CliRunner
 
 from backend.cli.app import full_app
 from backend.rundir.layout import RunFolder
+from tests.fakes import fake_commands
 
 FAKE_SKY = r"""#!/bin/bash
 echo "sky $*" >> "$FAKE_SKY_DIR/calls.txt"
@@ -33,12 +33,7 @@ esac
 
 @pytest.fixture
 def fake_sky(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_runs: Path) -> Path:
-    folder = tmp_path / "fakesky"
-    (folder / "bin").mkdir(parents=True)
-    (folder / "bin" / "sky").write_text(FAKE_SKY)
-    (folder / "bin" / "sky").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SKY_DIR", str(folder))
+    folder = fake_commands(tmp_path / "fakesky", {"sky": FAKE_SKY}, "FAKE_SKY_DIR", monkeypatch)
     monkeypatch.setattr("backend.cluster.sky_jobs._last_answer", None)
     monkeypatch.setattr("backend.cluster.sky_jobs.SKY_EVERY_S", 0.0)  # each look asks: the test changes the state
     return folder

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from backend.queue.keeper import keeper_pid
+from tests.fakes import fake_commands
 from tests.queue.slurm_fakes import FAKE_SBATCH, FAKE_SCANCEL, FAKE_SQUEUE
 
 
@@ -37,12 +38,7 @@ def no_keeper_outlives_the_test(tmp_path: Path) -> Iterator[None]:
 @pytest.fixture
 def fake_slurm_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_runs: Path) -> Path:
     """A PATH whose sbatch, squeue and scancel are the fakes; their folder (calls.txt, squeue.txt)."""
-    folder = tmp_path / "fakeslurm"
-    (folder / "bin").mkdir(parents=True)
-    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE), ("scancel", FAKE_SCANCEL)):
-        (folder / "bin" / name).write_text(text)
-        (folder / "bin" / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_DIR", str(folder))
+    folder = fake_commands(tmp_path / "fakeslurm", {"sbatch": FAKE_SBATCH, "squeue": FAKE_SQUEUE,
+                                                    "scancel": FAKE_SCANCEL}, "FAKE_SLURM_DIR", monkeypatch)
     monkeypatch.setattr("backend.queue.slurm._last_answer", None)  # no answer of another test's squeue
     return folder
