@@ -1,6 +1,6 @@
 """A stand-in for the `nvitop` package, answering from recorded readings (tests/nodes/fixtures/nvitop_readings.json).
 
-It offers the part of nvitop's `Device` API the hardware adapter uses; "N/A" in the file is nvitop's own NA.
+It offers the part of nvitop's `Device` API the hardware adapter uses (and nvitop's own `select_devices`); "N/A" in the file is nvitop's own NA.
 Install it with `monkeypatch.setitem(sys.modules, "nvitop", fake_nvitop())`.
 """
 
@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from nvitop import NA, NaType
+from nvitop import NA, NaType, select_devices
 
 READINGS = json.loads((Path(__file__).parent / "nodes" / "fixtures" / "nvitop_readings.json").read_text())
 
@@ -94,4 +94,5 @@ def fake_nvitop(machine: dict[str, Any] = READINGS, init_error: Exception | None
     module.Device = Device  # type: ignore[attr-defined]
     module.NA = NA  # type: ignore[attr-defined]
     module.NaType = NaType  # type: ignore[attr-defined]
+    module.select_devices = select_devices  # type: ignore[attr-defined]  # nvitop's own: it reads no NVML itself
     return module

@@ -198,7 +198,8 @@ def inference_fits(run: RunFolder) -> Fit:
     except (ProfileError, OSError, ValueError) as err:
         return Fit(False, f"no forecast to judge by ({err}); answering after training")
     from backend.core.units import size
-    from backend.hardware.machine import detect_hardware, select_gpus
+    from backend.hardware.gpu_choice import choose_gpus
+    from backend.hardware.machine import detect_hardware
 
     hardware = detect_hardware()
     on_gpu = device == "cuda" or (device == "auto" and hardware.has_cuda)
@@ -212,7 +213,7 @@ def inference_fits(run: RunFolder) -> Fit:
         fits = have >= need
         return Fit(fits, f"an inference copy needs about {size(need)}, {size(have)} host RAM available: "
                    + ("answering while training goes on" if fits else "answering after training"))
-    chosen = select_gpus(1, need)
+    chosen = choose_gpus(hardware.free_memory(), 1, need)
     if not chosen:
         free = [g.memory_free_bytes for g in hardware.gpus if g.memory_free_bytes is not None]
         most = f"{size(max(free))} free on the emptiest GPU (NVML)" if free else "NVML tells no free GPU memory"

@@ -101,6 +101,10 @@ class HardwareInfo:
             and all(gpu.supports_bf16 for gpu in self.gpus)
         )
 
+    def free_memory(self) -> dict[int, int | None]:
+        """Each GPU's free memory as NVML told it (other processes counted): the GPU choice's readings."""
+        return {gpu.index: gpu.memory_free_bytes for gpu in self.gpus}
+
     def gpu(self, index: int) -> GpuInfo | None:
         return next((g for g in self.gpus if g.index == index), None)
 
@@ -116,20 +120,15 @@ class HardwareInfo:
 
 
 def pick_gpus(hardware: HardwareInfo, n: int) -> list[int]:
-    """The `n` GPUs with the most free memory (ties: lower index first), in index order.
+    """The `n` GPUs the one rule (backend/hardware/gpu_choice.py, nvitop's `select_devices`) picks by
+    free memory, in index order. GPUs whose free memory NVML could not tell come last."""
+    from backend.hardware.gpu_choice import choose_gpus
 
-    GPUs whose free memory NVML could not tell come last.
-    """
     if n < 1:
         raise ValueError(f"asked for {n} GPUs; ask for at least 1")
     if n > len(hardware.gpus):
         raise ValueError(f"asked for {n} GPUs, this machine has {len(hardware.gpus)} ({hardware.describe()})")
-
-    def most_free_first(gpu: GpuInfo) -> tuple[bool, int, int]:
-        free = gpu.memory_free_bytes
-        return (free is None, -(free or 0), gpu.index)
-
-    return sorted(g.index for g in sorted(hardware.gpus, key=most_free_first)[:n])
+    return choose_gpus(hardware.free_memory(), n)
 
 
 def visible_devices_env(gpu_ids: list[int]) -> dict[str, str]:
@@ -140,19 +139,6 @@ def visible_devices_env(gpu_ids: list[int]) -> dict[str, str]:
     NVML's GPU 1 on a box with mixed GPUs.
     """
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids)}
-
-
-def select_gpus(count: int, min_free_bytes: int | None = None) -> list[int]:
-    """Up to `count` GPUs (NVML numbering) with at least `min_free_bytes` free now, as nvitop's own
-    `select_devices` picks them (most free memory first); [] when none qualifies or NVML cannot be asked."""
-    try:
-        nvitop = _nvitop()
-        devices = [d for d in (_device(nvitop, i) for i in range(nvitop.Device.count())) if d is not None]
-        chosen = nvitop.select_devices(devices, format="index", force_index=True, max_count=count,
-                                       min_free_memory=min_free_bytes)
-    except Exception:  # noqa: BLE001 - no NVML (library, driver, permission): no GPU to give
-        return []
-    return [int(i) for i in chosen]
 
 
 # ---------------------------------------------------------------- NVML, through nvitop
@@ -175,7 +161,7 @@ class NvidiaGpus:
             self.error = "disabled by WORKBENCH_FAKE_NO_GPU"
             return []
         try:
-            nvitop = _nvitop()
+            nvitop = nvitop_module()
             count = nvitop.Device.count()  # NVML starts here: no library, no driver, no permission
         except Exception as err:
             self.error = f"NVML unavailable: {err}"
@@ -192,7 +178,7 @@ class NvidiaGpus:
         self._open()
         if self.error:
             return None, None
-        device = _nvitop().Device
+        device = nvitop_module().Device
         cuda = _known(device.cuda_driver_version())
         major, _, minor = (cuda or "").partition(".")
         parsed = (int(major), int(minor.partition(".")[0] or 0)) if major.isdigit() else None
@@ -217,7 +203,8 @@ def tree_rss_bytes(root: psutil.Process) -> int:
     return total
 
 
-def _nvitop() -> ModuleType:
+def nvitop_module() -> ModuleType:
+    """nvitop, imported quietly (the one import of it)."""
     import nvitop
 
     # nvitop logs a coloured "FATAL ERROR" banner (to stderr, over the TUI) when NVML is missing;

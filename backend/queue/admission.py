@@ -4,6 +4,7 @@ caller (host RAM on CPU; a GPU box's per-GPU free memory is the same rule per GP
 from __future__ import annotations
 
 from backend.core.units import gib
+from backend.hardware.gpu_choice import choose_gpus
 from backend.queue.slurm import SlurmRefused, describe, job_states
 from backend.queue.store import Entry, QueueFile
 
@@ -95,14 +96,13 @@ def pick_gpus(free: dict[int, int | None], busy: set[int], want: str, count: int
               margin: float, shared_ok: bool = False) -> tuple[list[int] | None, str | None]:
     """The GPUs an entry gets now, or None and why it waits. `free`: each GPU's free memory as NVML reads
     it (other processes counted); `busy`: GPUs a running queued run holds (never shared unless
-    `shared_ok`); `want`: "auto" (the `count` GPUs with the most free memory) or ids "0,1"; `need`: the
-    per-GPU forecast (None: unknown, only the count and the busy ones decide)."""
+    `shared_ok`); `want`: "auto" (the `count` GPUs the one GPU choice picks: backend/hardware/gpu_choice.py)
+    or ids "0,1"; `need`: the per-GPU forecast (None: unknown, only the count and the busy ones decide)."""
     usable = {i: f for i, f in free.items() if shared_ok or i not in busy}
     if want == "auto":
-        ranked = sorted(usable, key=lambda i: (-(usable[i] or 0), i))
-        if len(ranked) < count:
-            return None, f"{count} free GPU(s) needed, {len(ranked)} not held by a queued run"
-        chosen = sorted(ranked[:count])
+        if len(usable) < count:
+            return None, f"{count} free GPU(s) needed, {len(usable)} not held by a queued run"
+        chosen = choose_gpus(usable, count)  # the most free first; whether they fit is said below, per GPU
     else:
         chosen = [int(i) for i in want.split(",")]
         missing = [i for i in chosen if i not in free]

@@ -275,7 +275,7 @@ def _gpu_free() -> dict[int, int | None]:
     """Each GPU's free memory now (NVML, other processes counted); {} on a machine without GPUs."""
     from backend.hardware.machine import query_hardware
 
-    return {g.index: g.memory_free_bytes for g in query_hardware().gpus}
+    return query_hardware().free_memory()
 
 
 def _launch(folder: Path, entry: Entry) -> None:

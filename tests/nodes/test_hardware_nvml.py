@@ -129,7 +129,7 @@ def _box(*free_gib: float | None) -> HardwareInfo:
 
 def test_pick_gpus_takes_the_most_free_memory() -> None:
     box = _box(10, 70, None, 70, 40)
-    assert pick_gpus(box, 1) == [1]  # tie between 1 and 3: the lower index
+    assert pick_gpus(box, 1) == [3]  # tie between 1 and 3: nvitop's select_devices keeps the lower index free
     assert pick_gpus(box, 2) == [1, 3]
     assert pick_gpus(box, 3) == [1, 3, 4]
     assert pick_gpus(box, 5) == [0, 1, 2, 3, 4]  # unknown free memory comes last, but is taken when needed
