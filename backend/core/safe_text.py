@@ -60,3 +60,19 @@ def is_secret_name(name: str) -> bool:
     """A swift flag or environment variable whose value must never be shown or stored
     (hub_token, HF_TOKEN, WANDB_API_KEY ...; not max_new_tokens or TOKENIZERS_PARALLELISM)."""
     return bool(SECRET_NAME.search(name.upper()))
+
+
+# tokens whose form names them whatever flag carries them (Hugging Face, OpenAI-style, GitHub, Slack, AWS keys)
+_TOKEN = re.compile(r"\b(hf_|sk-|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|AKIA)[A-Za-z0-9_\-]{8,}")
+_SECRET_FLAG = re.compile(r"^(-+)([^=\s]+)=(.*)$", re.DOTALL)
+
+
+def masked(value: str, key: str = "") -> str:
+    """`value` fit for an error message: all of it when `key` is a secret's name, the value of a secret flag
+    word (`--hub_token=hf_…` -> `--hub_token=***`) and any token-shaped word (`hf_…`, `sk-…`) as ***."""
+    if key and is_secret_name(key.rsplit(".", 1)[-1]):
+        return "***"
+    flag = _SECRET_FLAG.match(value)
+    if flag and is_secret_name(flag.group(2)):
+        return f"{flag.group(1)}{flag.group(2)}=***"
+    return _TOKEN.sub(lambda found: f"{found.group(1)}***", value)

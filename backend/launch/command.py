@@ -21,6 +21,7 @@ import yaml
 from backend.contract.flight_recorder import flight_recorder_env
 from backend.core.fs import write_text_atomic
 from backend.core.paths import BUILTIN_SWIFT_TYPES, PACKAGE_DIR, is_builtin
+from backend.core.safe_text import masked
 from backend.hardware.machine import HardwareInfo, trains_on_cpu, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config
 from backend.models.refs import resolve_dataset, resolve_model
@@ -245,7 +246,8 @@ class FlagLikeValue(ValueError):
     def __init__(self, flag: SwiftFlag, value: str) -> None:
         self.flag, self.value = flag, value
         where = flag.key or f"--{flag.name}"
-        super().__init__(f"[{where}] value {value!r} begins with '-'; swift's parser would read it as a flag of "
+        super().__init__(f"[{where}] value {masked(value, where)!r} begins with '-'; swift's parser would read it "
+                         "as a flag of "
                          f"its own, not as a value of --{flag.name}")
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.core.safe_text import SECRET_NAME, is_secret_name  # noqa: F401 (re-exported)
+from backend.core.safe_text import SECRET_NAME, is_secret_name, masked  # noqa: F401 (re-exported)
 from backend.oracle import ask
 from backend.oracle.swift_args_answer import LIBRARIES, ask_schema_answer, cached_schema_answer
 
@@ -193,7 +193,8 @@ def _key_problems(key: str, value: Any, schema: SwiftSchema | None, managed: dic
                                 f"silently override it.", f"Set {managed[key]} instead.")]
     dashed = [t for t in _texts(value) if t.startswith("-")]
     if dashed:
-        return [ArgProblem(key, f"value {dashed[0]!r} begins with '-': swift's parser would read it as a flag.",
+        return [ArgProblem(key, f"value {masked(dashed[0], key)!r} begins with '-': swift's parser would read it "
+                                "as a flag.",
                            "Remove the leading '-' (negative numbers cannot be passed here).")]
     if is_secret_name(key):
         if key in SECRET_ENV:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from backend.core.fs import write_text_atomic
+from backend.core.safe_text import masked
 from backend.profile.model import LaunchProfile
 
 # ---------------------------------------------------------------- errors
@@ -238,7 +239,7 @@ def _problems_from_validation(err: ValidationError, text: str, source: str) -> l
 
 def _describe(item: ErrorDetails) -> str:
     kind = item["type"]
-    value = item.get("input")
+    value = _shown_input(item)
     if kind == "extra_forbidden":
         return "unknown key; remove it or check its spelling (`workbench schema` lists every key)"
     if kind == "literal_error":
@@ -247,6 +248,15 @@ def _describe(item: ErrorDetails) -> str:
     if kind == "missing":
         return "required key is missing"
     return f"{value!r}: {item['msg']}"
+
+
+def _shown_input(item: ErrorDetails) -> Any:
+    """The value pydantic refused, a secret in it masked (a token never reaches an error message)."""
+    value = item.get("input")
+    key = str(item["loc"][-1]) if item["loc"] else ""
+    if isinstance(value, str):
+        return masked(value, key)
+    return "***" if masked("", key) == "***" else value
 
 
 def find_key_line(text: str, loc: list[str]) -> int | None:

@@ -23,11 +23,11 @@ QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
 CASES = [
     ("tuner", "target_modules", ["all-linear", "--tuner_type=full"], "tuner.target_modules", "--tuner_type=full"),
     ("tuner", "target_modules", ["all-linear", "--hub_token=hf_secret"], "tuner.target_modules",
-     "--hub_token=hf_secret"),
+     "--hub_token=***"),  # a secret's value is never echoed (#34 low item)
     ("output", "report_to", ["none", "--model_author=x"], "output.report_to", "--model_author=x"),
     ("model", "template", "-x", "model.template", "-x"),
     ("model", "model_type", "--help", "model.model_type", "--help"),
-    ("model", "model_author", "--hub_token=hf_secret", "model.model_author", "--hub_token=hf_secret"),
+    ("model", "model_author", "--hub_token=hf_secret", "model.model_author", "--hub_token=***"),
 ]
 
 
@@ -70,6 +70,34 @@ def test_negative_numbers_and_a_dashed_system_prompt_stay_values(tmp_path: Path)
     assert "--system=--be brief" in plan.argv
     assert plan.argv[plan.argv.index("--max_steps") + 1] == "-1"
     assert not [p for p in validate(profile, CPU_BOX, base_dir=SHIPPED_PROFILES_DIR) if "begins with '-'" in p.message]
+
+
+def test_validate_masks_every_smuggled_secret_in_its_errors(tmp_path: Path) -> None:
+    profile = load_profile(QUICKSTART)
+    profile.model.model_author = "--hub_token=hf_abcdefghijklmnop"
+    profile.tuner.target_modules = ["all-linear", "--api_key=sk-1234567890abcdef"]
+    profile.extra_swift_args = {"hub_token": "-hf_zzzzzzzzzzzz", "modules_to_save": ["--swanlab_token=abcdefgh"]}
+    path = save_profile(profile, tmp_path / "p.toml")
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=scaled(300))
+    said = [line for line in done.stdout.splitlines() if "begins with '-'" in line]
+    assert [line.split(" begins")[0] for line in said] == [
+        "error: [extra_swift_args.hub_token] value '***'",
+        "error: [extra_swift_args.modules_to_save] value '--swanlab_token=***'",
+        "error: [model.model_author] '--hub_token=***'",
+        "error: [tuner.target_modules] '--api_key=***'"]
+    for secret in ("hf_abcdefghijklmnop", "sk-1234567890abcdef", "hf_zzzzzzzzzzzz", "abcdefgh"):
+        assert secret not in done.stdout + done.stderr
+
+
+def test_a_refused_value_of_the_profile_file_is_masked_too(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('name = "p"\n[training]\nmax_steps = "--hub_token=hf_abcdefghijklmn"\n')
+    done = subprocess.run([sys.executable, "-m", "backend.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=scaled(120))
+    assert (done.stdout + done.stderr).strip().splitlines()[-1] == (
+        f"error: {path}:3: [training.max_steps] '--hub_token=***': Input should be a valid integer, unable to parse "
+        "string as an integer")
 
 
 def test_show_says_why_instead_of_printing_the_smuggled_line(tmp_path: Path) -> None:

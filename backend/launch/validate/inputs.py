@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from backend.core.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, looks_local
+from backend.core.safe_text import masked
 from backend.hardware.machine import HardwareInfo
 from backend.launch.validate.core import Problem, rule
 from backend.models.refs import RUN_PREFIX, local_path, resolve_model_ref
@@ -135,7 +136,8 @@ def _flag_like_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterato
         key = found.flag.key or found.flag.name
         fix = FLAG_LIKE_FIX.get(key.replace("data.val", "data.train"), "Remove the leading '-'; a swift flag goes "
                                 "in its own profile key or in extra_swift_args.")
-        yield Problem(key, "error", f"{found.value!r} begins with '-': swift's parser would read it as a flag of "
+        yield Problem(key, "error", f"{masked(found.value, key)!r} begins with '-': swift's parser would read it "
+                      "as a flag of "
                       f"its own, not as a value of --{found.flag.name}.", fix)
 
 
