@@ -19,6 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from backend.core.units import GIB
 from backend.estimate import (
@@ -30,6 +31,7 @@ from backend.estimate import (
     estimate,
     render_table,
 )
+from backend.estimate.calibration import Calibration, calibrate, device_kind
 
 
 class Tuner(str, Enum):
@@ -103,6 +105,9 @@ def estimate_command(
     formula: Annotated[bool, typer.Option(
         "--formula", help="Count with the pure-Python formula instead of asking transformers (no child "
         "process; exact for Llama/Qwen/Mistral, estimated for the rest).")] = False,
+    no_calibration: Annotated[bool, typer.Option(
+        "--no-calibration", help="The textbook host terms, not what this machine's finished runs measured "
+        "(WORKBENCH_CALIBRATION=off does the same for every forecast).")] = False,
 ) -> None:
     """Forecast per-GPU and host memory; say whether it fits and what would."""
     overrides = {
@@ -116,7 +121,8 @@ def estimate_command(
     for name, given in (("--gpu-memory", gpu_memory), ("--host-memory", host_memory)):
         if given is not None and not given < float("inf"):  # click's min lets inf and nan through
             _fail(f"{name} {given}: give a finite number of GiB")
-    shape, request = _inputs(_shipped_or_path(profile), model, formula=formula)
+    calibration = Calibration(off=True) if no_calibration else None
+    shape, request = _inputs(_shipped_or_path(profile), model, formula=formula, calibration=calibration)
     try:
         request = replace(request, **{k: _plain(v) for k, v in overrides.items() if v is not None})
     except ValueError as err:
@@ -129,9 +135,11 @@ def estimate_command(
     else:
         console = Console()
         console.print(render_table(result, describe_terms=console.width >= 120))
+        console.print(Text("\n".join(result.request.calibration)))  # where the host terms came from
 
 
-def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) -> tuple[ModelShape, EstimateRequest]:
+def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False,
+            calibration: Calibration | None = None) -> tuple[ModelShape, EstimateRequest]:
     """Shape and base request, from the profile when one is given, else from defaults.
 
     The shape comes from transformers itself (one child process the first time, announced on
@@ -148,7 +156,7 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
         if profile is None:
             if model is None:
                 _fail("nothing to estimate: pass a PROFILE or --model DIR (a folder holding config.json)")
-            return shape_of(model), EstimateRequest()
+            return shape_of(model), calibrate(EstimateRequest(), device_kind(False), None, calibration)
         from backend.estimate.from_profile import request_from_profile, shape_from_profile
         from backend.hardware.machine import detect_hardware, trains_on_cpu
         from backend.profile import ProfileError, load_profile
@@ -161,7 +169,7 @@ def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False) 
         shape = shape_of(model, targets) if model else shape_from_profile(
             loaded, profile.parent, exact=not formula, progress=announce)
         return shape, request_from_profile(
-            loaded, shape, on_cpu=trains_on_cpu(loaded.distribution.device, detect_hardware()))
+            loaded, shape, on_cpu=trains_on_cpu(loaded.distribution.device, detect_hardware()), calibration=calibration)
     except (ConfigError, ValueError) as err:
         _fail(str(err))
     except RecursionError:  # a config.json nested past the interpreter's limit

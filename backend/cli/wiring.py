@@ -8,7 +8,8 @@ an answer or a plug-in that only a higher one has, it keeps a registry and this 
 - the companions the supervisor keeps beside a run: the watchdog, the events summary, the golden keeper
   (backend.runs.supervise);
 - the finishing step of each job kind (backend.jobs.supervise);
-- the scoreboard's columns of golden prompts and swift eval (backend.checkpoints.scoreboard).
+- the scoreboard's columns of golden prompts and swift eval (backend.checkpoints.scoreboard);
+- the finished runs the forecast's calibration reads (backend.estimate.calibration_hook).
 
 The CLI, the TUI and the supervisor's entry (backend.cli.supervise) call `install()` as they start. Each
 plug-in imports its room only when it is used, so start-up stays light.
@@ -108,6 +109,15 @@ def _finish_eval(spec: JobSpec, data: EvalFinish) -> str | None:
     return finish_eval(data)
 
 
+# ---------------------------------------------------------------- the forecast's calibration
+
+
+def _calibration_runs() -> Any:
+    from backend.runs.calibration_runs import refresh
+
+    return refresh()  # this machine's finished runs read for the forecast (#37)
+
+
 # ---------------------------------------------------------------- the scoreboard's columns
 
 
@@ -129,6 +139,7 @@ def install() -> None:
     if _installed:
         return
     from backend.checkpoints.scoreboard import register_column
+    from backend.estimate.calibration_hook import register_refresh
     from backend.golden.prompts import golden_prompts
     from backend.jobs.job import EvalFinish, ExportFinish, InferFinish, MergeFinish
     from backend.jobs.supervise import register_finisher
@@ -149,4 +160,5 @@ def install() -> None:
     register_finisher(EvalFinish, _finish_eval)
     register_column(_golden_column)
     register_column(_eval_column)
+    register_refresh(_calibration_runs)
     _installed = True

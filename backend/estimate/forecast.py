@@ -16,7 +16,8 @@ def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_di
                          gpu_memory_bytes: int | None = None, on_cpu: bool | None = None) -> dict[str, Any]:
     """`Estimate.to_json()` for the profile, its fit held to the profile's GPUs (`gpu_memory_bytes`, or
     the smallest of its `gpu_ids` on this machine) when their size is known; `on_cpu`: whether the run
-    trains on the CPU (its precision there), see request_from_profile.
+    trains on the CPU (its precision there, its host terms), see request_from_profile; None: as it would if
+    started on this machine.
 
     `model` is what `--model` got: a folder, or a hub id whose cached copy backend.models.refs finds
     (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
@@ -30,6 +31,10 @@ def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_di
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     shape = cached_shape(config_dir_for(str(model)), targets)
     memory = gpu_memory_bytes or detect_gpu_memory_bytes(profile.distribution.gpu_ids)
+    if on_cpu is None:  # where it would train if started here (the queue keeper's admission asks so)
+        from backend.hardware.machine import detect_hardware, trains_on_cpu
+
+        on_cpu = trains_on_cpu(profile.distribution.device, detect_hardware())
     request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir, on_cpu=on_cpu)
     forecast = estimate(shape, request).to_json()
     forecast["host_memory_bytes"] = detect_host_memory_bytes()

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.estimate.calibration import Calibration, calibrate, device_kind, swift_workers
 from backend.estimate.request import EstimateRequest
 from backend.hardware.machine import trains_on_cpu
 from backend.models.shape import ModelShape
@@ -24,13 +25,14 @@ ASSUMED_ROW_TOKENS = 2048  # max_length unset and the data's lengths not known y
 
 def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_bytes: int | None = None, *,
                          base_dir: Path | None = None, longest_row: int | None = None,
-                         on_cpu: bool | None = None) -> EstimateRequest:
+                         on_cpu: bool | None = None, calibration: Calibration | None = None) -> EstimateRequest:
     """The EstimateRequest a profile describes (its field names follow ms-swift / accelerate).
 
     `longest_row`: the data's longest row in tokens when the caller knows it; otherwise swift's
     cached report on the profile's data is looked up (never asked: no child starts here). `on_cpu`: whether
     the run trains on the CPU (backend.hardware.machine.trains_on_cpu for the machine it starts on: then in
-    fp32 when the profile leaves precision unset, as the launch does); None: only an explicit 'cpu' counts."""
+    fp32 when the profile leaves precision unset, as the launch does); None: only an explicit 'cpu' counts.
+    `calibration`: the host terms this machine's runs measured (None: machine_calibration, the one question)."""
     tuner, dist, train = profile.tuner, profile.distribution, profile.training
     extra = profile.extra_swift_args
     notes: list[str] = []
@@ -42,7 +44,7 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_b
     if on_cpu:
         notes.append("the run trains on the CPU: the GPU forecast does not apply, the host figures do")
     offload, offload_param = _offload(profile)
-    return EstimateRequest(
+    request = EstimateRequest(
         tuner=tuner.type,
         lora_rank=tuner.lora_rank,
         lora_alpha=tuner.lora_alpha,
@@ -70,8 +72,11 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_b
         attn_implementation=str(extra.get("attn_impl", "sdpa")),
         liger_kernel=bool(extra.get("use_liger_kernel", False)),
         fsdp_cpu_ram_efficient_loading=dist.fsdp.cpu_ram_efficient_loading,
+        trains_on_cpu=on_cpu,
         notes=tuple(notes),
     )
+    return calibrate(request, device_kind(on_cpu, dist.gpu_ids), swift_workers(train.dataloader_num_workers),
+                     calibration)
 
 
 def _max_length(profile: LaunchProfile, shape: ModelShape, longest_row: int | None, notes: list[str]) -> int:

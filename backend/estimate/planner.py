@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.estimate import activations as act
 from backend.estimate import terms as t
+from backend.estimate.cpu_host import device_on_host
 from backend.estimate.phases import Phase, host_peak, peak, timeline
 from backend.estimate.request import EstimateRequest
 from backend.estimate.seed import SeedView, seed_view
@@ -126,13 +127,13 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     terms["optimizer_step_temp"] = t.optimizer_step_temp_bytes(inv, req)
     terms["cuda_context"] = t.cuda_context_bytes(req)
     host = _host_terms(host_states, req)
-    host_load = {"process_baseline": req.num_gpus * t.HOST_PROCESS_BYTES, "weights_loading": t.host_load_bytes(shape, req)}
-    phases = timeline(shape, req, terms, GPU_TERMS, host, host_load)
+    host_load = {"process_baseline": req.num_gpus * t.host_process_bytes(req), "weights_loading": t.host_load_bytes(shape, req)}
+    phases = device_on_host(timeline(shape, req, terms, GPU_TERMS, host, host_load), req)
     return Estimate(
         shape=shape,
         request=req,
         breakdown=dict(peak(phases).gpu),
-        host_breakdown={name: round(value) for name, value in host.items()},
+        host_breakdown=dict(next(p for p in phases if p.name == "steady_step").host),
         host_load_peak_bytes=round(sum(host_load.values())),
         phases=phases,
         weights_by_dtype=_weights_by_dtype(inv, req),
@@ -148,7 +149,7 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
 def _host_terms(host_states: dict[str, float], req: EstimateRequest) -> dict[str, float]:
     """Per node: every local process's host-resident states, plus its baseline RSS."""
     host = {name: 0.0 for name in HOST_TERMS}
-    host["process_baseline"] = req.num_gpus * t.HOST_PROCESS_BYTES
+    host["process_baseline"] = req.num_gpus * t.host_process_bytes(req)
     for name, value in host_states.items():
         host[name] = req.num_gpus * value
     if req.distribution == "deepspeed" and req.offload:

@@ -49,6 +49,10 @@ class EstimateRequest:
     fsdp_state_dict_type: how FSDP checkpoints are gathered (FULL_STATE_DICT: all on rank 0's host RAM).
     upcast_non_quantized: QLoRA with PEFT's `prepare_model_for_kbit_training` (not ms-swift's way): every
       non-quantised weight (embeddings, lm_head, norms) in fp32, and so fp32 logits held by the output.
+    trains_on_cpu: the device is the host: its terms (less CUDA's) are host RAM (backend/estimate/cpu_host.py).
+    host_process_bytes / host_worker_bytes: one process's RSS beyond the other host terms, and its data-loader
+      workers', as this machine's runs measured them (backend/estimate/calibration.py); None / 0: the
+      textbook term. `calibration` says where they came from.
     """
 
     tuner: str = "lora"
@@ -82,6 +86,10 @@ class EstimateRequest:
     eval_batch_size: int | None = None
     fsdp_state_dict_type: str = "SHARDED_STATE_DICT"
     upcast_non_quantized: bool = False
+    trains_on_cpu: bool = False
+    host_process_bytes: int | None = None
+    host_worker_bytes: int = 0
+    calibration: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +162,7 @@ class EstimateRequest:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["target_modules"] = list(self.target_modules)
+        data["calibration"] = list(self.calibration)
         data.pop("notes")
         return data
 

@@ -321,6 +321,14 @@ def cuda_context_bytes(req: EstimateRequest) -> float:
 # ---------------------------------------------------------------- host RAM
 
 
+def host_process_bytes(req: EstimateRequest) -> float:
+    """RSS of one training process beyond its other host terms: this machine's calibration when its runs
+    measured it (backend/estimate/calibration.py), else the textbook HOST_PROCESS_BYTES; plus its data-loader
+    workers' when measured."""
+    base = HOST_PROCESS_BYTES if req.host_process_bytes is None else req.host_process_bytes
+    return base + req.host_worker_bytes
+
+
 def host_load_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     """Host RAM taken by weights while the model loads, per node.
 

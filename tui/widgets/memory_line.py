@@ -61,6 +61,9 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
     if device is None:
         return "Memory forecast: the planner returned no per-device total."
     host_text = f"host RAM {gib(host, 2)} GiB" if host is not None else ""
+    calibration = (data.get("request") or {}).get("calibration") or []
+    if host_text and calibration:
+        host_text += f" ({calibration[0]})"  # where its host terms came from (#37)
     if on_cpu:
         ram = f" of {gib(hardware.ram_total_bytes, 0)} GiB" if host is not None else ""
         return f"Memory (CPU run): {host_text}{ram} · on a GPU: {gib(device, 2)} GiB per GPU"

@@ -159,7 +159,8 @@ def host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path |
     try:
         shape = cached_shape(config_dir_for(profile.model.source, base_dir),
                              tuple(profile.tuner.target_modules) or ("all-linear",))
-        needed = estimate(shape, request_from_profile(profile, shape)).host_total_bytes
+        request = request_from_profile(profile, shape, base_dir=base_dir, on_cpu=on_cpu(profile, hardware))
+        needed = estimate(shape, request).host_total_bytes
     except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
         return
     if needed > hardware.ram_total_bytes:
