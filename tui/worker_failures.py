@@ -17,6 +17,7 @@ from typing import cast
 
 from rich.text import Text
 from textual.app import App
+from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -24,6 +25,9 @@ from textual.worker import Worker, WorkerState
 from backend.core.paths import data_dir
 
 RETRY_KEY = "ctrl+r"
+# a modal screen hides the app's bindings: a dialog whose workers may fail lists this one itself
+RETRY_IN_DIALOG = Binding(RETRY_KEY, "app.retry_failed", "Retry", id="dialog-retry",
+                          tooltip="Run again what failed in this dialog")
 logger = logging.getLogger("workbench.tui")
 
 

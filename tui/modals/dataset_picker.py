@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 from rich.text import Text
@@ -17,7 +18,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets.option_list import Option, OptionDoesNotExist
 from textual.worker import get_current_worker
 
 from backend.core.paths import BUILTIN_DATASETS, BUILTIN_PREFIX
@@ -25,9 +26,10 @@ from backend.data.first_look import DatasetReport, inspect_ref, looks_like_datas
 from backend.data.records import SUFFIXES
 from tui.command_text import display_path
 from tui.widgets.dataset_details import report_text
-from tui.worker_failures import WorkerFailures, failure_text
+from tui.worker_failures import RETRY_IN_DIALOG, WorkerFailures, failure_text
 
 MAX_LISTED_FILES = 200
+FAILURE_OPTION = "find-failed"  # the list's line that says the search failed
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "runs", "output"}
 
 
@@ -59,6 +61,7 @@ class DatasetPickerScreen(WorkerFailures, ModalScreen[str | None]):
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="picker-cancel", tooltip="Close without choosing"),
+        RETRY_IN_DIALOG,
     ]
 
     class Found(Message):
@@ -91,9 +94,17 @@ class DatasetPickerScreen(WorkerFailures, ModalScreen[str | None]):
             yield Static("↑↓ choose · Enter: use · Esc: cancel", classes="dialog-hint")
 
     def show_failure(self, message: str) -> None:
-        self.query_one("#dataset-list", OptionList).add_option(Option(failure_text(message), disabled=True))
+        self._drop_failure()
+        self.query_one("#dataset-list", OptionList).add_option(Option(failure_text(message), id=FAILURE_OPTION,
+                                                                      disabled=True))
+
+    def _drop_failure(self) -> None:
+        """The failure line goes once it is retried: a list found on the retry is not shown under it."""
+        with suppress(OptionDoesNotExist):
+            self.query_one("#dataset-list", OptionList).remove_option(FAILURE_OPTION)
 
     def retry(self) -> None:
+        self._drop_failure()
         self._find_files()
         option = self.query_one("#dataset-list", OptionList).highlighted_option
         if option is not None and option.id:

@@ -23,7 +23,7 @@ from textual.worker import get_current_worker
 
 from backend.models.registry import ModelInfo, discover_models, exact_info
 from tui.widgets.model_details import ORIGIN_LABELS, model_details_text
-from tui.worker_failures import WorkerFailures, failure_text
+from tui.worker_failures import RETRY_IN_DIALOG, WorkerFailures, failure_text
 
 
 class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
@@ -31,6 +31,7 @@ class ModelPickerScreen(WorkerFailures, ModalScreen[str | None]):
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="picker-cancel", tooltip="Close without choosing"),
+        RETRY_IN_DIALOG,
     ]
 
     class Found(Message):
