@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import subprocess
 import sys
@@ -10,7 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from backend.core.process_identity import RUN_MARKER_ENV, run_marker
+import pytest
+
+from backend.core.process_identity import RUN_MARKER_ENV
 from backend.jobs.job import JobSpec, create_job
 from backend.rundir.process import terminate
 from tests.faults import helpers as h
@@ -100,16 +103,22 @@ STUBBORN = ("import signal, time\n"
             "time.sleep(120)\n")
 
 
-def test_stop_escalates_sigint_then_sigterm_then_sigkill(workspace: Path) -> None:
+def test_stop_escalates_sigint_then_sigterm_then_sigkill(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`workbench stop` itself, on a run whose supervisor ignores SIGINT and SIGTERM: each phase is said, the
+    run is stopped. Only the grace is shorter (20 s in stop, 0.5 s here): what is sent, and when, is stop's."""
     run = h.fake_run(workspace, status="running")
     stubborn = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE,
                                 env={**h.os.environ, RUN_MARKER_ENV: str(run.path.resolve())})
     try:
         assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
-        lines = terminate(run_marker(run.path), grace_seconds=0.5)  # what stop runs (20 s grace there)
-        assert lines == ["sent SIGINT to 1 process(es) - some still running",
-                         "sent SIGTERM to 1 process(es) - some still running",
-                         "sent SIGKILL to 1 process(es) - all exited"]
+        run.update_state(supervisor_pid=stubborn.pid, supervisor_started=h.started(stubborn.pid))
+        monkeypatch.setattr("backend.runs.stop.terminate", functools.partial(terminate, grace_seconds=0.5))
+        result = h.cli("stop", run.run_id)
+        h.assert_clean_exit(result, (0,))
+        assert result.output.splitlines()[-4:] == ["sent SIGINT to 1 process(es) - some still running",
+                                                   "sent SIGTERM to 1 process(es) - some still running",
+                                                   "sent SIGKILL to 1 process(es) - all exited",
+                                                   f"run {run.run_id}: stopped"]
         assert stubborn.wait(5) == -signal.SIGKILL
     finally:
         if stubborn.poll() is None:
