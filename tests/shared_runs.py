@@ -75,9 +75,11 @@ def _train(folder: Path, record: Path, name: str, train: Trainer) -> None:
 def private_copy(run: RunFolder, home: Path) -> Iterator[RunFolder]:
     """A copy of a shared run for tests that write into it, under `home`, with a run index and workspace of
     its own while the context lasts (the copy has the shared run's id: one index cannot hold both).
-    The shared run's jobs (other tests' inferences) and merged models are left behind."""
+    The shared run's jobs (other tests' inferences), merged models and files being written are left behind."""
     target = home / "runs" / run.path.name
-    shutil.copytree(run.path, target, symlinks=True, ignore=shutil.ignore_patterns("jobs", "merged"))
+    # a reader elsewhere may be writing the run's events summary now (the first open of an ended run makes
+    # one): its temporary file (backend.core.fs, `.NAME.*.tmp`) is no part of the run and may vanish mid-copy
+    shutil.copytree(run.path, target, symlinks=True, ignore=shutil.ignore_patterns("jobs", "merged", ".*.tmp"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WORKBENCH_DATA_DIR", str(home / "data"))
         patch.setenv("WORKBENCH_WORKSPACE", str(home / "runs"))
