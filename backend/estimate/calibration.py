@@ -177,49 +177,48 @@ def calibrate(
     request: EstimateRequest, device_kind: str, workers: int | None, calibration: Calibration | None = None
 ) -> EstimateRequest:
     """`request` with this machine's terms for `device_kind` (this machine's calibration unless one is
-    given), and the lines that say where each term came from."""
+    given), and the lines that say where each term came from. Runs that do not cover the request (its
+    data-loader workers never measured) leave it the textbook terms: a calibrated baseline without its
+    workers would be the dangerous direction."""
     calibration = machine_calibration() if calibration is None else calibration
+    textbook = f"{gib(t.HOST_PROCESS_BYTES)} GiB"
+    skipped = tuple(f"calibration skipped {line}" for line in calibration.skipped)
+    gap = uncovered(calibration, device_kind, workers)
+    if gap is not None:
+        return replace(request, calibration=(f"textbook terms: {gap}; host baseline {textbook} assumed", *skipped))
     known = calibration.of(device_kind)
-    process, worker = known.get("host_process"), known.get("loader_worker")
-    counted = workers if worker is not None and workers else 0
+    process, worker = known["host_process"], known.get("loader_worker")
+    lines = [
+        f"host baseline: {gib(process.value_bytes, 2)} GiB measured over {_count(process)} on this machine "
+        f"(was {textbook} assumed)",
+        f"  its runs: {_ids(process)}",
+    ]
+    if worker is not None and workers:
+        lines += [
+            f"data-loader worker: {gib(worker.value_bytes, 2)} GiB each measured over {_count(worker)}, "
+            f"{workers} counted (not in the textbook terms)",
+            f"  its runs: {_ids(worker)}",
+        ]
     return replace(
         request,
-        host_process_bytes=process.value_bytes if process else None,
-        host_worker_bytes=counted * (worker.value_bytes if worker else 0),
-        calibration=evidence_lines(calibration, device_kind, workers),
+        host_process_bytes=process.value_bytes,
+        host_worker_bytes=(workers or 0) * (worker.value_bytes if worker else 0),
+        calibration=(*lines, *skipped),
     )
 
 
-def evidence_lines(calibration: Calibration, device_kind: str, workers: int | None) -> tuple[str, ...]:
-    """'host baseline: 0.59 GiB measured over 6 runs on this machine (was 3.0 GiB assumed)', or why the
-    textbook terms are used."""
-    textbook = f"{gib(t.HOST_PROCESS_BYTES)} GiB"
-    if calibration.off:
-        return (f"textbook terms: calibration switched off (host baseline {textbook} assumed)",)
+def uncovered(calibration: Calibration, device_kind: str, workers: int | None) -> str | None:
+    """Why this machine's runs do not cover the request (the textbook terms are used then), or None."""
     known = calibration.of(device_kind)
-    lines = []
-    process, worker = known.get("host_process"), known.get("loader_worker")
-    if process is None:
-        any_run = any(e.device_kind == device_kind for e in calibration.evidence)
-        lines.append(
-            f"textbook terms: no finished run {'measured its host memory ' if any_run else ''}on this "
-            f"machine ({_kind_words(device_kind)}) yet; host baseline {textbook} assumed"
-        )
-    else:
-        lines.append(
-            f"host baseline: {gib(process.value_bytes, 2)} GiB measured over {_count(process)} on this "
-            f"machine (was {textbook} assumed)"
-        )
-        lines.append(f"  its runs: {_ids(process)}")
-    if worker is not None:
-        count = f"{workers} worker(s) counted" if workers else "none counted: this run has no workers"
-        lines.append(
-            f"data-loader worker: {gib(worker.value_bytes, 2)} GiB each measured over {_count(worker)} "
-            f"({count}; not in the textbook terms)"
-        )
-        lines.append(f"  its runs: {_ids(worker)}")
-    lines += [f"calibration skipped {line}" for line in calibration.skipped]
-    return tuple(lines)
+    if calibration.off:
+        return "calibration switched off"
+    if "host_process" not in known:
+        return f"no finished run on this machine ({_kind_words(device_kind)}) yet"
+    if workers is None:
+        return "its data-loader workers are not known (swift's default: `workbench schema --swift` reads it)"
+    if workers and "loader_worker" not in known:
+        return f"{workers} data-loader worker(s), and no finished run on this machine measured one yet"
+    return None
 
 
 def _count(evidence: Evidence) -> str:

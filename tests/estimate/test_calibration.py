@@ -104,7 +104,7 @@ def test_switched_off_the_forecast_is_the_textbook_one(isolated_runs: Path, monk
     off = estimate_json("--no-calibration")
     assert off["request"]["host_process_bytes"] is None
     assert off["host_total_bytes"] == textbook["host_total_bytes"]
-    assert "textbook terms: calibration switched off (host baseline 3.0 GiB assumed)" in estimate("--no-calibration")
+    assert "textbook terms: calibration switched off; host baseline 3.0 GiB assumed" in estimate("--no-calibration")
     monkeypatch.setenv("WORKBENCH_CALIBRATION", "off")  # what the queue, validate and the launch dialog read
     assert estimate_json()["host_total_bytes"] == textbook["host_total_bytes"]
 
@@ -138,3 +138,42 @@ def test_queue_admission_uses_the_calibrated_host_forecast(isolated_runs: Path, 
     assert decision() == "host RAM: 2.0 GiB free, needs 3.5 GiB (forecast + margin)"
     copy_runs(isolated_runs)
     assert decision() is None
+
+
+WORKERS_RUN = "20261204-194223-quickstart-caab"  # dataloader_num_workers = 2
+# its phases' (tree RSS - own RSS), largest at its steady steps and save: 1,599,778,816 - 641,265,664 =
+# 958,513,152 for two workers: 479,256,576 each; its largest tree RSS (the measured peak): 1,599,778,816
+WORKER_BYTES = 479_256_576
+WORKERS_RUN_PEAK_RSS = 1_599_778_816
+
+
+def host_forecast_of(run: Path) -> tuple[int, tuple[str, ...]]:
+    """The host forecast `workbench estimate` makes for the run's own profile on the CPU."""
+    from backend.estimate import estimate as forecast
+    from backend.estimate.from_profile import request_from_profile, shape_from_profile
+    from backend.profile import load_profile
+
+    profile = load_profile(run / "profile.toml")
+    request = request_from_profile(profile, shape_from_profile(profile, run), on_cpu=True)
+    return forecast(shape_from_profile(profile, run), request).host_total_bytes, request.calibration
+
+
+def test_data_loader_workers_are_calibrated_too(isolated_runs: Path) -> None:
+    run = copy_runs(isolated_runs, (*THREE, WORKERS_RUN))[-1]
+    host, lines = host_forecast_of(run)
+    assert abs(host - WORKERS_RUN_PEAK_RSS) / WORKERS_RUN_PEAK_RSS < 0.20
+    assert lines[2] == "data-loader worker: 0.45 GiB each measured over 1 run, 2 counted (not in the textbook terms)"
+    assert host >= CALIBRATED_BASELINE + 2 * WORKER_BYTES
+
+
+def test_workers_no_run_measured_keep_the_textbook_terms(isolated_runs: Path, tmp_path: Path) -> None:
+    """Three runs without workers do not cover a run with two: a calibrated baseline alone would say 0.6 GiB
+    for a run that takes 1.5 GiB (the dangerous direction), so the textbook terms stay, and it is said why."""
+    copy_runs(isolated_runs)
+    held_out = copy_runs(tmp_path / "held-out", (WORKERS_RUN,))[0]
+    host, lines = host_forecast_of(held_out)
+    assert host > WORKERS_RUN_PEAK_RSS
+    assert lines[0] == (
+        "textbook terms: 2 data-loader worker(s), and no finished run on this machine measured one "
+        "yet; host baseline 3.0 GiB assumed"
+    )
