@@ -59,6 +59,13 @@ CASES = (
     *(Case(f"Unsloth HF+FA2 Llama-3.1-8B QLoRA, {tokens:,} tokens on {card} GB", UNSLOTH, "llama3_1_8b", card,
            dict(UNSLOTH_8B, max_length=tokens))
       for card, tokens in ((12, 932), (16, 2_551), (24, 5_789), (40, 12_264), (48, 15_502), (80, 28_454))),
+    # nvidia-smi's per-GPU figure (reserved memory + CUDA context), rounded by its author: an upper bound
+    Case("FSDP QLoRA + CPU offload x4, Llama-3-70B, 3072", "philschmid/deep-learning-pytorch-huggingface "
+         "training/fsdp-qlora-distributed-llama3.ipynb ('FSDP + Q-Lora + CPU offloading needs 4x24GB GPUs, "
+         "with 22 GB/GPU ... sequence length of 3072 and a batch size of 1'; LoRA r=16 all-linear, SDPA)",
+         "llama3_3_70b", 22 * 10**9 / GIB,
+         dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
+              lora_dropout=0.05, attn_implementation="sdpa")),
     Case("Unsloth HF+FA2 Llama-3.3-70B QLoRA, 6,916 tokens on 80 GB", "github.com/unslothai/unsloth README, "
          "'Llama 3.3 (70B) max. context length', Hugging Face + FA2", "llama3_3_70b", 80,
          dict(UNSLOTH_8B, max_length=6_916)),

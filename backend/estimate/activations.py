@@ -94,31 +94,68 @@ def _attention_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     return saved
 
 
-def activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """All saved activations at the start of backward, plus backward's transient gradients.
-
-    With gradient checkpointing each layer keeps only its 16-bit input, and one layer's full
-    set is rebuilt at a time (the recomputation window).
-    """
+def held_activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """What autograd holds when backward starts: every layer's saved tensors (with gradient
+    checkpointing only each layer's 16-bit input) and the final norm's."""
     tokens = req.batch_size * req.max_length
     a = req.compute_bytes
-    per_layer = sum(layer_activation_parts(shape, req).values()) * tokens
     lm_head_trainable = req.tuner == "full"
     final = tokens * (_norm_bytes(req, shape.hidden_size, lm_head_trainable)
                       + (a * shape.hidden_size if lm_head_trainable else 0))
-    transient = tokens * a * (2 * shape.mlp_width + 2 * shape.hidden_size)
+    stored: float
     if req.gradient_checkpointing:
-        stored = shape.num_layers * a * shape.hidden_size * tokens + per_layer
+        stored = shape.num_layers * a * shape.hidden_size * tokens
     else:
-        stored = shape.num_layers * per_layer
-    return stored + final + transient
+        stored = shape.num_layers * sum(layer_activation_parts(shape, req).values()) * tokens
+    return stored + final
+
+
+def backward_working_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """What a decoder layer's backward adds while it runs: the gradients it makes on the way
+    (the MLP's and the attention's input gradients), with gradient checkpointing the layer's whole
+    saved set rebuilt for it, and under QLoRA the dequantised 16-bit copy of the weight it multiplies.
+
+    This moment never meets the logits' peak: swift drops the model outputs (the 16-bit logits) when
+    compute_loss returns (swift/trainers/seq2seq_trainer.py, compute_loss), the fp32 log-softmax and its
+    gradients are freed once lm_head's backward has turned them into a hidden-sized gradient, and
+    torch.utils.checkpoint rebuilds a layer only when backward reaches that layer's node (its
+    CheckpointFunction.backward / the non-reentrant unpack hook) — after lm_head. Planner: phases.py
+    takes the larger of the two moments.
+    """
+    tokens = req.batch_size * req.max_length
+    a = req.compute_bytes
+    working: float = tokens * a * (2 * shape.mlp_width + 2 * shape.hidden_size)
+    if req.gradient_checkpointing:
+        working += sum(layer_activation_parts(shape, req).values()) * tokens
+    return working + dequantized_weight_bytes(shape, req)
+
+
+def dequantized_weight_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """bitsandbytes multiplies by a 4-bit weight by first dequantising the whole of it to the input's
+    dtype: `gemm_4bit`'s default kernel (bitsandbytes/backends/default/ops.py, `_gemm_4bit_default_impl`:
+    `B_dq = dequantize_4bit(...)`, then `linear(A, B_dq)`) in forward, and MatMul4Bit.backward's
+    `matmul(grad_output, dequantize_4bit(B, ctx.state).to(grad_output.dtype))` in backward. One linear
+    at a time: the largest quantised one."""
+    if req.tuner != "qlora" or req.quant_bits != 4:
+        return 0.0
+    largest = max((s.weight_params for s in shape.all_linears()), default=0)
+    return req.compute_bytes * largest
+
+
+def activation_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """All of a step's activation memory taken together (held + a layer's backward working set)."""
+    return held_activation_bytes(shape, req) + backward_working_bytes(shape, req)
 
 
 def logits_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """Logits and the loss: three fp32 batch*seq*vocab tensors at the start of backward.
+    """Logits and the loss at their peak, the loss's backward: three fp32 batch*seq*vocab tensors.
 
-    (In forward: 16-bit logits + fp32 upcast + saved log-softmax, no more than that.) Liger's
-    fused linear-cross-entropy never materialises them: about one fp32 hidden-sized chunk.
+    transformers' ForCausalLMLoss upcasts the logits (`logits = logits.float()`,
+    transformers/loss/loss_utils.py) and cross_entropy saves its fp32 log-softmax output; in backward
+    log_softmax's gradient is made from that output and the incoming fp32 gradient (4 + 4 + 4 bytes).
+    The 16-bit logits are gone by then (the outputs die with compute_loss). In forward: 16-bit logits
+    + fp32 upcast + saved log-softmax (2 + 4 + 4), no more. Liger's fused linear-cross-entropy never
+    materialises them: about one fp32 hidden-sized chunk.
     """
     tokens = req.batch_size * req.max_length
     if req.liger_kernel:

@@ -42,7 +42,8 @@ PHASE_HELP = {
 RESIDENT = ("weights", "weights_quantized", "quant_constants", "adapter_weights")
 STATES = ("master_weights", "optimizer_states")
 STATIC = (*RESIDENT, *STATES, "gradients", "autocast_copies", "comm_buffers", "load_transient")
-DYNAMIC = ("activations", "logits", "sharding_working", "optimizer_step_temp", "state_dict_gather")
+DYNAMIC = ("activations", "logits", "backward_working", "sharding_working", "optimizer_step_temp",
+           "state_dict_gather")
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,7 @@ def timeline(shape: ModelShape, req: EstimateRequest, terms: dict[str, float], g
     temporary in full); `gpu_names` orders each phase's dict."""
     deepspeed = req.distribution == "deepspeed"
     resident = _pick(terms, *RESIDENT, "cuda_context")
-    step = _pick(terms, "gradients", "autocast_copies", "activations", "logits", "sharding_working",
-                 "comm_buffers")
+    step = step_terms(terms)
     states = _pick(terms, *STATES)
     gpu = {
         "load": {**resident, "load_transient": load_transient_bytes(shape, req)},
@@ -101,6 +101,16 @@ def timeline(shape: ModelShape, req: EstimateRequest, terms: dict[str, float], g
     host = {"load": host_load, "first_step": host_first, "optimizer_step": host_steady, "steady_step": host_steady,
             "eval": host_steady, "save": {**host_steady, "state_dict_gather": host_save_gather_bytes(shape, req)}}
     return tuple(Phase(name, _with_overhead(gpu[name], gpu_names), _rounded(host[name])) for name in PHASES)
+
+
+def step_terms(terms: dict[str, float]) -> dict[str, float]:
+    """A training step's terms at its peak moment: the loss's backward (the logits' fp32 tensors) or a
+    decoder layer's backward (its working set), whichever is larger — they never live at once
+    (activations.backward_working_bytes says why); the other is 0 in the phase's dict."""
+    base = _pick(terms, "gradients", "autocast_copies", "activations", "sharding_working", "comm_buffers")
+    loss_moment = {**base, "logits": terms.get("logits", 0.0), "backward_working": 0.0}
+    layer_moment = {**base, "logits": 0.0, "backward_working": terms.get("backward_working", 0.0)}
+    return max(loss_moment, layer_moment, key=lambda moment: sum(moment.values()))
 
 
 def _pick(terms: dict[str, float], *names: str) -> dict[str, float]:

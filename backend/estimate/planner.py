@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # display order; every key is always present in `breakdown` (0 when it does not apply)
 GPU_TERMS = (
     "weights", "weights_quantized", "quant_constants", "adapter_weights", "master_weights",
-    "gradients", "optimizer_states", "autocast_copies", "activations", "logits",
+    "gradients", "optimizer_states", "autocast_copies", "activations", "logits", "backward_working",
     "sharding_working", "comm_buffers", "optimizer_step_temp", "load_transient", "state_dict_gather",
     "cuda_context", "allocator_overhead",
 )
@@ -36,8 +36,10 @@ TERM_HELP = {
     "gradients": "gradients of trainable parameters",
     "optimizer_states": "AdamW first and second moments",
     "autocast_copies": "16-bit copies autocast caches for fp32 trainable weights",
-    "activations": "tensors saved for backward (checkpoints + one recomputed layer, or all layers)",
+    "activations": "tensors saved for backward (each layer's checkpointed input, or all layers' tensors)",
     "logits": "batch*seq*vocab logits: fp32 log-softmax output, its gradient, the input gradient",
+    "backward_working": "a layer's backward: its gradients, its recomputed tensors, a dequantised 4-bit weight"
+                        " (never at the same moment as the logits: the larger of the two counts)",
     "sharding_working": "unsharded parameters/gradients while a unit computes (FSDP root unit + layers, ZeRO-3 fetch)",
     "comm_buffers": "DDP gradient buckets or ZeRO-1/2 reduce/allgather buckets",
     "optimizer_step_temp": "foreach AdamW's state-sized temporary in optimizer.step()",
@@ -120,8 +122,9 @@ def compute(shape: ModelShape, req: EstimateRequest) -> Estimate:
     inv = t.ParamInventory.from_shape(shape, req)
     gpu_states, host_states = t.model_state_terms(inv, req)
     terms = dict(gpu_states)
-    terms["activations"] = act.activation_bytes(shape, req)
+    terms["activations"] = act.held_activation_bytes(shape, req)
     terms["logits"] = act.logits_bytes(shape, req)
+    terms["backward_working"] = act.backward_working_bytes(shape, req)
     terms["sharding_working"] = t.sharding_working_bytes(shape, req)
     terms["comm_buffers"] = t.comm_buffer_bytes(shape, inv, req)
     terms["optimizer_step_temp"] = t.optimizer_step_temp_bytes(inv, req)

@@ -128,7 +128,7 @@ def _seed_table(est: Estimate) -> Table:
         (f"act. checkpoints {name}", sized(seed.activation_checkpoint_bytes),
          sized(checkpoints) if req.gradient_checkpointing else "off", "same 2*bsz*seq*hd per layer"),
         (f"activations {name}", sized(seed.activation_checkpoint_bytes + seed.activation_working_bytes),
-         sized(b["activations"]), "textbook keeps s^2 scores; SwiGLU wider"),
+         sized(b["activations"] + b["backward_working"]), "textbook keeps s^2 scores; SwiGLU wider"),
         (f"logits {name}", "-", sized(b["logits"]), "no vocabulary term in the textbook"),
         (f"state working {name}", sized(seed.model_state_working_bytes), sized(b["sharding_working"]),
          "one hd x 4hd linear vs whole FSDP units"),

@@ -60,7 +60,8 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
 
 
 # forecast terms that appear only once training starts (the model itself is loaded before run_begin)
-TRAINING_TERMS = ("gradients", "optimizer_states", "activations", "logits", "master_weights", "autocast_copies")
+TRAINING_TERMS = ("gradients", "optimizer_states", "activations", "logits", "backward_working", "master_weights",
+                  "autocast_copies")
 
 
 def memory_comparison(run: RunFolder) -> dict[str, Any]:

@@ -26,10 +26,12 @@ GRADIENTS = 2 * 115_008
 MOMENTS = 4 * 115_008  # 460,032
 # saved activations per token and layer: norms 2*(4*64 fp32 input + 2*64 normalised) = 768, linear inputs
 # 2*(2*64 + 64 + 128) = 640, attention q,k,v,out 2*4*64 + fp32 logsumexp 4*4 = 528, SwiGLU 3*2*128 = 768:
-# 2,704 * 16 tokens * 2 layers = 86,528; final norm (384 + 128) * 16 = 8,192; backward's transient
-# 16 * 2 * (2*128 + 2*64) = 12,288
-ACTIVATIONS = 86_528 + 8_192 + 12_288  # 107,008
+# 2,704 * 16 tokens * 2 layers = 86,528; final norm (384 + 128) * 16 = 8,192
+ACTIVATIONS = 86_528 + 8_192  # 94,720 held when backward starts
 LOGITS = 16 * 256 * 12  # 49,152
+# a layer's backward: its transient gradients 16 * 2 * (2*128 + 2*64) = 12,288, smaller than the logits'
+# peak, and never at the same moment (the logits are freed before the layers' backward): not counted
+BACKWARD_WORKING = 12_288
 # eval, no autograd: 16 tokens * 2 bytes * (2*128 + 2*64 + 2*64 + 2*64) = 20,480; logits 16*256*(2+4+4)
 EVAL_ACTIVATIONS = 20_480
 EVAL_LOGITS = 40_960
@@ -44,13 +46,14 @@ def test_tiny_model_phases_by_hand() -> None:
     assert e.params["total"] == 115_008
     totals = {p.name: p.gpu_total for p in e.phases}
     # allocator slack: 5 % of long-lived tensors, 10 % of activations/logits, rounded
-    first = WEIGHTS + GRADIENTS + ACTIVATIONS + LOGITS + CONTEXT + 38_618  # .05*460,032 + .1*156,160
-    steady = first - 38_618 + MOMENTS + 61_619  # .05*920,064 + .1*156,160
+    assert BACKWARD_WORKING < LOGITS
+    first = WEIGHTS + GRADIENTS + ACTIVATIONS + LOGITS + CONTEXT + 37_389  # .05*460,032 + .1*143,872
+    steady = first - 37_389 + MOMENTS + 60_390  # .05*920,064 + .1*143,872
     assert totals == {
         "load": WEIGHTS + CONTEXT + 11_501,
-        "first_step": first,  # 629,800,410: no optimizer state yet
+        "first_step": first,  # no optimizer state yet
         "optimizer_step": WEIGHTS + GRADIENTS + MOMENTS + CONTEXT + 46_003,  # activations freed
-        "steady_step": steady,  # 630,283,443
+        "steady_step": steady,
         "eval": WEIGHTS + MOMENTS + EVAL_ACTIVATIONS + EVAL_LOGITS + CONTEXT + 40_646,  # no gradients
         "save": WEIGHTS + MOMENTS + CONTEXT + 34_502,
     }
@@ -61,6 +64,7 @@ def test_tiny_model_phases_by_hand() -> None:
     assert e.peak_phase == "steady_step"
     assert e.per_device_total_bytes == steady == sum(e.breakdown.values())
     assert e.breakdown["optimizer_states"] == MOMENTS and e.breakdown["activations"] == ACTIVATIONS
+    assert e.breakdown["backward_working"] == 0  # the loss's backward is this step's peak moment
 
 
 def test_the_json_carries_the_timeline() -> None:
@@ -70,7 +74,7 @@ def test_the_json_carries_the_timeline() -> None:
     assert phases == ["load", "first_step", "optimizer_step", "steady_step", "eval", "save"]
     first = data["timeline"][1]
     assert first["gpu_terms"] == {"weights": WEIGHTS, "gradients": GRADIENTS, "activations": ACTIVATIONS,
-                                  "logits": LOGITS, "cuda_context": CONTEXT, "allocator_overhead": 38_618}
+                                  "logits": LOGITS, "cuda_context": CONTEXT, "allocator_overhead": 37_389}
     assert first["gpu_total_bytes"] == sum(first["gpu_terms"].values())
 
 
