@@ -64,10 +64,12 @@ def slurm(
     warnings = slurm_export.cluster_problems(result.profile, hardware, path.parent)
     _print_problems([p for p in warnings if p.severity == "warning"])
     d = result.profile.distribution
+    note = slurm_export.device_note(loaded, options)
     console.print(f"wrote {result.batch_script}\n  run {result.run.run_id}: {d.num_machines} node(s) x "
                   f"{d.nproc_per_node} process(es), {d.strategy} on {d.device}\n  run folder: {result.run.path}\n"
-                  f"  submit: sbatch {result.batch_script}\n  follow: workbench status {result.run.run_id}",
-                  highlight=False, soft_wrap=True)
+                  + (f"  {note}\n" if note else "")
+                  + f"  submit: sbatch {result.batch_script}\n  follow: workbench status {result.run.run_id}",
+                  highlight=False, soft_wrap=True, markup=False)
 
 
 @export_app.command("skypilot")

@@ -36,6 +36,7 @@ import yaml
 
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.core.safe_text import is_secret_name, visible
+from backend.launch.cluster_device import ClusterGpus, cluster_gpus
 from backend.launch.validate import Problem, errors
 from backend.launchers.slurm import allocation_hardware, cluster_problems
 from backend.models.refs import resolve_model
@@ -108,14 +109,18 @@ class SkyExport:
         return f"sky jobs launch {path}{secrets} --yes"
 
 
-def gpus_per_node(profile: LaunchProfile) -> int:
-    return 0 if profile.distribution.device == "cpu" else profile.distribution.nproc_per_node
+def sky_gpus(profile: LaunchProfile, options: SkyOptions) -> ClusterGpus:
+    """The GPUs a node asks for, by the one rule of cluster submissions (backend.launch.cluster_device): a
+    named --accelerator names nproc_per_node of them."""
+    named = profile.distribution.nproc_per_node if options.accelerator else None
+    return cluster_gpus(profile, named=named, how_to_name="--accelerator")
 
 
 def job_profile(profile: LaunchProfile, options: SkyOptions) -> LaunchProfile:
     """The profile as the job runs it: the nodes' shape, SkyPilot's GPUs, save on SIGTERM (a preemption)."""
     job = profile.model_copy(deep=True)
     d = job.distribution
+    d.device = sky_gpus(profile, options).device
     d.num_machines = options.nodes or d.num_machines
     d.machine_rank = 0
     d.gpu_ids = []  # SkyPilot gives the node its GPUs
@@ -134,13 +139,14 @@ def export_skypilot(profile: LaunchProfile, options: SkyOptions, *, base_dir: Pa
     if bad:
         raise ValueError("; ".join(bad))
     job = job_profile(profile, options)
-    gpus = gpus_per_node(job)
-    checked = cluster_problems(job, allocation_hardware(gpus), base_dir)
+    gpus = sky_gpus(profile, options)
+    checked = cluster_problems(job, allocation_hardware(gpus.per_node), base_dir)
     if errors(checked):
         raise LaunchRefused(errors(checked))
     forecast = _forecast(job, base_dir)
     run_id = new_run_id(job.name)
     export = SkyExport(run_id, {}, "", job, _secret_names(job), warnings=[p for p in checked if p.severity == "warning"])
+    export.notes += [gpus.note] if gpus.note else []
     export.task = _task(job, options, forecast, run_id, export)
     export.text = yaml.dump(export.task, Dumper=_TaskDumper, sort_keys=False, width=1000)
     return export
@@ -198,10 +204,7 @@ def _resources(job: LaunchProfile, options: SkyOptions, forecast: dict[str, Any]
     resources: dict[str, Any] = {}
     if options.infra:
         resources["infra"] = options.infra
-    gpus = gpus_per_node(job)
-    if gpus and job.distribution.device == "auto":  # "auto" is "cuda when there is a GPU": here we choose there is
-        export.notes.append(f'[distribution] device is "auto": the task asks for {gpus} GPU(s) per node (set device '
-                            f'= "cpu" for CPU nodes)')
+    gpus = sky_gpus(job, options).per_node
     if gpus:
         resources["accelerators"] = _accelerators(gpus, options, forecast.get("per_device_total_bytes"), margin,
                                                   export)

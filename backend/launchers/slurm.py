@@ -40,6 +40,7 @@ from backend.core.paths import is_builtin, workspace_dir
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.core.shell_words import ShellVar, export_lines, render_command, substitute
 from backend.hardware.machine import GpuInfo, HardwareInfo
+from backend.launch.cluster_device import ClusterGpus, cluster_gpus
 from backend.launch.command import LaunchPlan, build_launch
 from backend.launch.validate import Problem, errors, validate
 from backend.launchers.shell import write_script
@@ -107,21 +108,17 @@ class SlurmExport:
 
 
 def gpus_per_node(profile: LaunchProfile, options: SlurmOptions) -> int:
-    """The GPUs a node asks for: the option's, else the profile's processes when its device is cuda. A device
-    left "auto" asks for none: "auto" means "cuda when this machine has a GPU", which cannot be known of the
-    compute nodes from here (AUTO_DEVICE_NOTE says so)."""
-    if options.gpus_per_node is not None:
-        return options.gpus_per_node
-    return profile.distribution.nproc_per_node if profile.distribution.device == "cuda" else 0
-
-
-AUTO_DEVICE_NOTE = ('[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask for '
-                    'nproc_per_node GPUs per node)')
+    """The GPUs a node asks for, by the one rule of cluster submissions (backend.launch.cluster_device)."""
+    return slurm_gpus(profile, options).per_node
 
 
 def device_note(profile: LaunchProfile, options: SlurmOptions) -> str | None:
     """What to say of the GPUs asked for when the profile left its device to "auto"; None otherwise."""
-    return AUTO_DEVICE_NOTE if options.gpus_per_node is None and profile.distribution.device == "auto" else None
+    return slurm_gpus(profile, options).note
+
+
+def slurm_gpus(profile: LaunchProfile, options: SlurmOptions) -> ClusterGpus:
+    return cluster_gpus(profile, named=options.gpus_per_node, how_to_name="--gpus-per-node")
 
 
 def job_profile(profile: LaunchProfile, options: SlurmOptions) -> LaunchProfile:

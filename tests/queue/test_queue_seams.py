@@ -201,7 +201,7 @@ def test_a_profile_left_to_device_auto_asks_slurm_for_no_gpu(tmp_path: Path, tin
     (entry,) = read_queue().entries
     assert "--gpus-per-node" not in (Path(str(entry.run_dir)) / "job.sbatch").read_text()
     assert ('[[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask for '
-            'nproc_per_node GPUs per node)]') in " ".join(result.output.split())
+            'nproc_per_node GPUs per node, or name them with --gpus-per-node)]') in " ".join(result.output.split())
 
 
 def test_queue_file_round_trip_keeps_the_checked_ids() -> None:
