@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from run_fixtures import fixture_run, open_monitor
+from run_fixtures import fixture_run, open_monitor, wait_for
 
 from backend.contract.events import read_all
 from backend.series.summary import SummaryKeeper
+from tests.tui.conftest import drawn_lines
 from tui.app import WorkbenchApp
 from tui.widgets.metric_plots import LossPlot, LossScalePlot
 
@@ -35,7 +36,12 @@ async def test_the_monitor_opened_from_a_summary_shows_what_the_file_shows(tmp_p
         screen = await open_monitor(pilot, run.path)
         assert screen.feed.start == f"summary of the first {cut:,} bytes"
         assert screen.query_one(LossPlot).shown["train"] == ([e["step"] for e in logs], [e["loss"] for e in logs])
-        assert screen.query_one(LossScalePlot).shown["overflows"][0] == [8, 20]  # as the file has them
+        scale = screen.query_one(LossScalePlot)
+        assert scale.shown["overflows"][0] == [8, 20]  # as the file has them
+        await wait_for(pilot, lambda: "⢕⢕ scale" in "".join(drawn_lines(scale)), what="the drawn scale panel")
+        drawn = drawn_lines(scale)  # on the screen: a red x at each overflow, and the legend naming them
+        assert any("┤ xx overflow " in row for row in drawn)
+        assert sum(line.count("x") for line in drawn if "overflow" not in line) == 2  # steps 8 and 20
         last = logs[-1]
         assert str(screen.query_one("#scale-summary").content) == (
             f"GradScaler: scale {last['loss_scale']:g} = 2^{int(math.log2(last['loss_scale']))} · "

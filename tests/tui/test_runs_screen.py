@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 from run_fixtures import fixture_run, wait_for
+from textual.geometry import Region
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from backend.contract.events import read_all
 from backend.rundir.layout import RunFolder
+from tests.tui.conftest import drawn_lines
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
 from tui.screens.compare import CompareScreen
@@ -86,10 +89,22 @@ async def test_compare_overlays_the_loss_of_marked_runs(isolated_runs: Path) -> 
         assert isinstance(compare, CompareScreen)
         await wait_for(pilot, lambda: len(compare.stores) == 2, what="both runs' events")
         await pilot.press("s")  # raw loss instead of the EMA
-        shown = compare.query_one(CompareLossPlot).shown
+        plot = compare.query_one(CompareLossPlot)
         for name in ("quickstart-short", "cpu-fp16-overflow"):
             logs = [e for e in read_all(runs[name].events_path) if e["type"] == "log"]
-            assert shown[name] == ([e["step"] for e in logs], [e["loss"] for e in logs])
+            assert plot.shown[name] == ([e["step"] for e in logs], [e["loss"] for e in logs])
+        # and on the screen: a legend line per run, and a curve of its own colour for each
+        await wait_for(pilot, lambda: "quickstart-short" in "".join(drawn_lines(plot)), what="the drawn plot")
+        legend = [line.split("┤")[-1].strip(" │") for line in drawn_lines(plot) if "⢕⢕" in line]
+        assert legend == ["⢕⢕ quickstart-short", "⢕⢕ cpu-fp16-overflow"]
+        assert len(curve_colours(plot)) == 2
+
+
+def curve_colours(widget: Widget) -> set[str]:
+    """The colours of the braille cells a plot draws (its curves and their legend marks)."""
+    lines = widget.render_lines(Region(0, 0, *widget.outer_size))
+    return {str(segment.style.color.name) for line in lines for segment in line
+            if segment.style and segment.style.color and any("\u2801" <= c <= "\u28ff" for c in segment.text)}
 
 
 async def test_delete_asks_first_and_cancel_keeps_the_run(isolated_runs: Path) -> None:
