@@ -130,12 +130,33 @@ def estimate_command(
     gpu_bytes = round(gpu_memory * GIB) if gpu_memory is not None else detect_gpu_memory_bytes()
     host_bytes = round(host_memory * GIB) if host_memory is not None else detect_host_memory_bytes()
     result = estimate(shape, replace(request, gpu_memory_bytes=gpu_bytes, host_memory_bytes=host_bytes))
+    longest = _longest_batch(_shipped_or_path(profile), shape, ask=not formula)
     if json_output:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        typer.echo(json.dumps({**result.to_json(), **({"longest_batch": longest.to_json()} if longest else {})},
+                              indent=2))
     else:
         console = Console()
         console.print(render_table(result, describe_terms=console.width >= 120))
         console.print(Text("\n".join(result.request.calibration)))  # where the host terms came from
+        if longest is not None:
+            typer.echo(longest.line())
+
+
+def _longest_batch(profile: Path | None, shape: ModelShape, *, ask: bool) -> Any:
+    """When the run's largest micro-batch arrives and its peak (#37), asked of swift in a child unless cached
+    (`--formula`: the cache only); None without a profile or when it cannot be known."""
+    if profile is None:
+        return None
+    from backend.hardware.machine import detect_hardware
+    from backend.launch.longest_batch import predict
+    from backend.profile import ProfileError, load_profile
+
+    try:
+        loaded = load_profile(profile)
+    except ProfileError:
+        return None
+    return predict(loaded, detect_hardware(), profile.parent, ask=ask, shape=shape,
+                   progress=lambda line: typer.echo(f"workbench estimate: {line}", err=True))
 
 
 def _inputs(profile: Path | None, model: Path | None, *, formula: bool = False,

@@ -174,6 +174,21 @@ class StepTime(_Event, tag="step_time", frozen=True):
     clock: str = "host"
     device: str | None = None
     device_name: str | None = None
+    # each step's largest micro-batch (rows x padded length) and the memory after its largest forward, in
+    # step order like step_seconds (#37: creep told from length); `memory_kind`: "host_peak_rss" (the process's
+    # RSS at its highest within the step, CPU runs on Linux), "host_rss" (after the forward, elsewhere) or
+    # "cuda_allocated" (the allocator's bytes after the forward); `memory_limit`: the RAM or the GPU's total
+    step_tokens: list[int] = []
+    step_memory: list[int] = []
+    memory_kind: str | None = None
+    memory_limit: int | None = None
+
+    def memory_steps(self) -> list[tuple[int, int, int]]:
+        """(step, its largest micro-batch's tokens, its memory) of each step listed with a memory reading."""
+        if self.first_step is None:
+            return []
+        pairs = zip(self.step_tokens, self.step_memory, strict=False)
+        return [(self.first_step + i, tokens, memory) for i, (tokens, memory) in enumerate(pairs) if memory > 0]
 
 
 Event = Union[RunBegin, Log, Eval, Checkpoint, RunEnd, MemoryPhase, StepTime, Phase]

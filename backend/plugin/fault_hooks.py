@@ -3,7 +3,8 @@ chosen optimizer steps (WORKBENCH_INJECT_OVERFLOW_STEPS, before the scaler unsca
 loss at chosen steps ([debug] inject_nan_steps of the run's profile, for the watchdog), and CUDA out of memory
 at step N (WORKBENCH_INJECT_OOM_STEP=N, the queue's OOM retry, #25), and one rank that hangs inside a step
 (WORKBENCH_INJECT_HANG=RANK:STEP:SECONDS: it sleeps in its loss computation while the others wait for it, #39),
-and a slow model load (WORKBENCH_INJECT_LOAD_DELAY=SECONDS, #35)."""
+and a slow model load (WORKBENCH_INJECT_LOAD_DELAY=SECONDS, #35), and memory that leaks at every step
+(WORKBENCH_INJECT_LEAK_MIB=N: N MiB more held on the training device, the watchdog's creep alert, #37)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ INJECT_HANG_ENV = "WORKBENCH_INJECT_HANG"
 INJECT_DATA_DELAY_ENV = "WORKBENCH_INJECT_DATA_DELAY"  # seconds more for every batch fetched (#38)
 INJECT_SLOW_RANK_ENV = "WORKBENCH_INJECT_SLOW_RANK"  # RANK:SECONDS more in every forward of that rank (#38)
 INJECT_LOAD_DELAY_ENV = "WORKBENCH_INJECT_LOAD_DELAY"  # seconds held just before swift loads the model (#35)
+INJECT_LEAK_ENV = "WORKBENCH_INJECT_LEAK_MIB"  # MiB more held at every optimizer step (#37)
 
 
 def inject_oom_step() -> int | None:
@@ -55,6 +57,7 @@ class FaultHooks:
         self._nan_now = False
         self.hang = inject_hang(int(os.environ.get("RANK", "0")))
         self._hang_now = False
+        self.leak = Leak.from_env()
 
     def install(self, trainer: Any) -> None:
         """Hook the overflow and NaN injections into the trainer (nothing when none is asked)."""
@@ -95,6 +98,29 @@ class FaultHooks:
         self._inject_now = (global_step + 1) in self.inject_steps
         self._nan_now = (global_step + 1) in self.nan_steps
         self._hang_now = self.hang is not None and self.hang[0] == global_step + 1
+        if self.leak is not None:
+            self.leak.step()
+
+
+class Leak:
+    """Memory that is never given back: one more block at every step, written to (so a CPU run's RSS holds it),
+    on the device the model trains on."""
+
+    def __init__(self, mib: float) -> None:
+        self.elements = int(mib * 2**20) // 4  # float32
+        self.held: list[torch.Tensor] = []
+        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+    @classmethod
+    def from_env(cls) -> Leak | None:
+        try:
+            mib = float(os.environ.get(INJECT_LEAK_ENV, "") or 0)
+        except ValueError:
+            return None
+        return cls(mib) if mib > 0 else None
+
+    def step(self) -> None:
+        self.held.append(torch.ones(self.elements, device=self.device))
 
 
 def slow_data_loader(trainer: Any) -> None:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
 import torch
 from transformers import TrainerCallback
 
@@ -59,6 +60,8 @@ class _Interval:
     tokens: int = 0
     real: Any = 0  # a device tensor once a batch was counted (read at the log)
     real_sq: Any = 0
+    step_tokens: list[int] = field(default_factory=list)  # each step's largest micro-batch, padded (#37)
+    step_memory: list[int] = field(default_factory=list)  # each step's memory after its largest forward (#37)
 
 
 class StepTiming(TrainerCallback):
@@ -73,7 +76,26 @@ class StepTiming(TrainerCallback):
         self._step_start = 0.0
         self._optimizer_start: Any = None
         self._training = False
+        self._batch_tokens = 0  # this step's largest micro-batch so far (rows x padded length)
+        self._batch_memory = 0  # this step's memory after a forward, at its largest
+        self._process = psutil.Process()
+        self.memory_kind, self.memory_limit = self._memory_device(device)
         self._wrap(trainer)
+
+    def _memory_device(self, device: Any) -> tuple[str, int | None]:
+        """What a step's memory is read from, and its limit: the GPU's allocator (what an OOM is counted
+        against) on CUDA, else the process's host RSS against the machine's RAM: its peak within the step where
+        the kernel keeps one that can be reset (a step's backward frees what its forward held: the RSS after
+        the forward misses the peak, and the allocator keeps freed pages, so later steps would look as high)."""
+        if self.cuda:
+            return "cuda_allocated", torch.cuda.get_device_properties(device).total_memory
+        return ("host_peak_rss" if _reset_peak_rss() else "host_rss"), psutil.virtual_memory().total
+
+    def _memory_now(self) -> int:
+        """Host-side counters only: no synchronisation with the device."""
+        if self.cuda:
+            return torch.cuda.memory_allocated()
+        return self._process.memory_info().rss
 
     # ------------------------------------------------------------ inside a step
 
@@ -86,6 +108,8 @@ class StepTiming(TrainerCallback):
                 self.now.seconds["between_other"] += start - self._mark
                 self._mark = None
             self._step_start = start
+            if self.memory_kind == "host_peak_rss":
+                _reset_peak_rss()
             result = fetch(*args, **kwargs)
             self.now.seconds["data_wait"] += time.perf_counter() - start
             return result
@@ -107,6 +131,7 @@ class StepTiming(TrainerCallback):
             start = self._clock()
             result = loss(*args, **kwargs)
             self._add("forward", start, self._clock())
+            self._batch_memory = max(self._batch_memory, self._memory_now())  # the activations are all held now
             return result
 
         ddp: Any = getattr(trainer, "model_wrapped", None)
@@ -146,6 +171,7 @@ class StepTiming(TrainerCallback):
         now = self.now
         now.micro_batches += 1
         now.tokens += ids.numel()
+        self._batch_tokens = max(self._batch_tokens, ids.numel())
         mask = inputs.get("attention_mask")
         if mask is not None and mask.shape == ids.shape:
             lengths = mask.sum(-1)
@@ -178,6 +204,10 @@ class StepTiming(TrainerCallback):
         now.last_step = state.global_step
         if len(now.step_seconds) < MAX_STEPS_LISTED:
             now.step_seconds.append(end - self._step_start)
+            now.step_tokens.append(self._batch_tokens)
+            peak = _peak_rss() if self.memory_kind == "host_peak_rss" else None
+            now.step_memory.append(max(self._batch_memory, peak or 0))
+        self._batch_tokens = self._batch_memory = 0
         self._mark = end
 
     # ------------------------------------------------------------ between steps
@@ -223,5 +253,30 @@ class StepTiming(TrainerCallback):
             "step_time", first_step=now.first_step, last_step=now.last_step, step_seconds=now.step_seconds,
             other_in_step=max(0.0, sum(now.step_seconds) - inside), micro_batches=now.micro_batches, rows=int(now.rows),
             real_tokens=real, padded_tokens=max(0, now.tokens - real), real_tokens_sq=int(now.real_sq),
+            step_tokens=now.step_tokens, step_memory=now.step_memory, memory_kind=self.memory_kind,
+            memory_limit=self.memory_limit,
             clock="cuda_events" if self.cuda else "host", device=self.device, device_name=self.device_name,
             **seconds)
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's high-water mark of this process's RSS (Linux: 5 into /proc/self/clear_refs); False where
+    it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int | None:
+    """This process's RSS high-water mark since the last reset (VmHWM of /proc/self/status, in kB), or None."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -15,9 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ALERT_KINDS = ("finished", "stopped", "failed", "hang", "nonfinite", "divergence", "loss_scale",
-               "gpu_memory", "host_memory", "disk", "throughput", "overfit", "resume_drift", "watchdog")
+               "gpu_memory", "host_memory", "disk", "throughput", "overfit", "resume_drift", "memory_creep", "watchdog")
 ActionableKind = Literal["hang", "nonfinite", "divergence", "loss_scale", "gpu_memory", "host_memory", "disk",
-                         "throughput", "overfit", "resume_drift"]
+                         "throughput", "overfit", "resume_drift", "memory_creep"]
 
 
 class _Section(BaseModel):
@@ -34,6 +34,9 @@ class WatchSection(_Section):
     loss_scale_min: float = Field(1.0, gt=0, description="fp16: alert when the dynamic loss scale falls below this.")
     overflow_run: int = Field(10, ge=1, description="fp16: alert after this many overflowed (skipped) steps in a row.")
     gpu_memory_fraction: float = Field(0.97, gt=0, le=1, description="Alert when a GPU's used memory passes this fraction.")
+    creep_min_mib: float = Field(64.0, gt=0, description="Memory creep: alert when memory grows at equal batch length "
+                                                          "by at least this many MiB over the steps seen ...")
+    creep_min_steps: int = Field(20, ge=4, description="... measured over at least this many equal-length steps.")
     host_memory_min_fraction: float = Field(0.05, ge=0, lt=1, description="Alert when available host RAM falls below this fraction.")
     disk_margin: float = Field(1.2, ge=1, description="Disk: alert when free space < this x the next checkpoint's forecast size.")
     throughput_fraction: float = Field(0.5, gt=0, lt=1, description="Alert when steps/s stays below this fraction of its median ...")

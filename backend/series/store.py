@@ -22,6 +22,7 @@ from backend.contract.events import (
     MemoryPhase,
     RunBegin,
     RunEnd,
+    StepTime,
     damaged_text,
     newer_format_text,
     to_plain,
@@ -29,6 +30,7 @@ from backend.contract.events import (
 from backend.series.bucket import BUCKETS, SMOOTHING, TAIL_POINTS, Series, ema
 from backend.series.decode import ColumnReader, EventBatch
 
+MEMORY_STEPS = 8192  # the newest steps' memory readings kept for the memory panel (a long run: the newest)
 # the columns that become plotted series
 SERIES_NAMES = ("loss", "learning_rate", "grad_norm", "loss_scale")
 
@@ -71,6 +73,10 @@ class MetricsStore:
         self.last_eval: Eval | None = None
         self.checkpoints: deque[tuple[int, str]] = deque(maxlen=32)
         self.memory_phases: deque[MemoryPhase] = deque(maxlen=512)  # rank 0's, as written (the panel folds them)
+        # rank 0's (step, largest micro-batch's tokens, memory) per step, from step_time (#37: creep vs length)
+        self.memory_steps: deque[tuple[int, int, int]] = deque(maxlen=MEMORY_STEPS)
+        self.memory_kind: str | None = None
+        self.memory_limit: int | None = None
         self.attempts = 0
         self.log_events = 0
         self.bad_lines = 0  # lines of the file that were not events (torn, not JSON): skipped, and said
@@ -129,6 +135,10 @@ class MetricsStore:
             self.checkpoints.append((event.step or 0, event.path))
         elif isinstance(event, MemoryPhase):
             self.memory_phases.append(event)
+        elif isinstance(event, StepTime):
+            self.memory_steps.extend(event.memory_steps())
+            self.memory_kind = event.memory_kind or self.memory_kind
+            self.memory_limit = event.memory_limit or self.memory_limit
 
     def _logs(self, cols: dict[str, np.ndarray]) -> None:
         steps = cols["step"]

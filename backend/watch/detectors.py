@@ -7,7 +7,7 @@ They know nothing about files, threads or processes: the watchdog does that, and
 them with hand-written numbers.
 
 By family: loss_detectors.py (the training signal), progress_detectors.py (hang, throughput),
-machine_detectors.py (GPU memory, host RAM, disk); what they return is finding.py's Finding. The
+machine_detectors.py (GPU memory, host RAM, disk), memory_detectors.py (creep at equal length); what they return is finding.py's Finding. The
 event-fed ones a run watches are listed here.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from backend.watch.config import WatchSection
 from backend.watch.loss_detectors import DivergenceDetector, LossScaleDetector, NonfiniteDetector, OverfitDetector
+from backend.watch.memory_detectors import MemoryCreepDetector
 from backend.watch.progress_detectors import ThroughputDetector
 
 
@@ -30,5 +31,5 @@ def event_detectors(config: WatchSection, beside: Callable[[], bool] | None = No
     found += [DivergenceDetector(config.divergence_factor, config.divergence_window),
               LossScaleDetector(config.loss_scale_min, config.overflow_run),
               ThroughputDetector(config.throughput_fraction, config.throughput_window, beside=beside),
-              OverfitDetector(config.overfit_evals)]
+              OverfitDetector(config.overfit_evals), MemoryCreepDetector(config.creep_min_mib, config.creep_min_steps)]
     return found

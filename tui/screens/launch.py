@@ -323,8 +323,9 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         choices = [Choice("Start now", LaunchChoice.NOW, "success", "launch"),
                    Choice("Queue", LaunchChoice.QUEUE, "primary", "queue"),
                    Choice("Cancel", LaunchChoice.CANCEL, "default", "cancel")]
-        self.app.push_screen(ConfirmScreen("Launch this run?", launch_summary(self.profile, self.problems or ()),
-                                           choices, id="confirm-launch"), self._launch_confirmed)
+        summary = launch_summary(self.profile, self.problems or (), self.document.base_dir)
+        self.app.push_screen(ConfirmScreen("Launch this run?", summary, choices, id="confirm-launch"),
+                             self._launch_confirmed)
 
     def _launch_confirmed(self, launch: LaunchChoice | None) -> None:
         if launch is LaunchChoice.NOW:

@@ -9,6 +9,7 @@ from pathlib import Path
 from backend.core.units import gib
 from backend.data.swift_view import summary_line as data_summary_line
 from backend.hardware.machine import HardwareInfo
+from backend.launch.longest_batch import known as known_longest_batch
 from backend.launch.validate import Problem
 from backend.models.registry import SwiftInference, describe_source
 from backend.profile import LaunchProfile
@@ -85,7 +86,7 @@ def field_of(problem_field: str, editors: Mapping[str, object]) -> str | None:
     return None
 
 
-def launch_summary(p: LaunchProfile, problems: Iterable[Problem]) -> str:
+def launch_summary(p: LaunchProfile, problems: Iterable[Problem], base_dir: Path | None = None) -> str:
     """What the launch confirmation says about the run."""
     epochs = p.training.num_train_epochs
     steps = (f"{p.training.max_steps} steps" if p.training.max_steps and p.training.max_steps > 0
@@ -99,6 +100,7 @@ def launch_summary(p: LaunchProfile, problems: Iterable[Problem]) -> str:
         f"× {p.distribution.world_size}",
         f"length    {steps}",
         *([f"data      {line}"] if (line := data_summary_line(p.data.train)) else []),
+        *([f"memory    {found.line()}"] if (found := known_longest_batch(p, base_dir)) else []),
         "The run starts detached: it keeps going if this terminal or SSH session closes.",
     ]
     if warnings:

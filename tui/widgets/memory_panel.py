@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from backend.contract.events import Log, MemoryPhase
+from backend.estimate.creep import StepMemory, creep, peak
 from backend.estimate.measured import comparable_forecasts, compare_phases, error_percent, keep_phase, phase_forecasts
 from backend.hardware.monitor import SystemSample
 from tui.widgets.quiet import show_text
@@ -49,9 +50,11 @@ class MemoryPanel(Vertical):
     }
     """
 
-    def __init__(self, forecast: dict[str, Any] | None = None, *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(self, forecast: dict[str, Any] | None = None, *, store: Any = None, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self.store = store  # the run's metrics store: each step's batch and memory (#37)
+        self._batch_reading: tuple[tuple[Any, ...], list[Text]] = ((), [])
         self.sample: SystemSample | None = None
         self.trainer: Log | None = None
         self.phases: dict[str, dict[str, int]] = {}  # measured per phase (memory_phase events, rank 0)
@@ -91,7 +94,8 @@ class MemoryPanel(Vertical):
     def _view(self) -> tuple[Any, ...]:
         """Every figure the panel prints, as printed: (gpu error, gpu rows, host rows, text lines)."""
         sample = self.sample
-        lines = tuple((line.plain, str(line.style)) for line in self._trainer_lines() + self._forecast_lines())
+        lines = tuple((line.plain, str(line.style))
+                      for line in self._trainer_lines() + self._forecast_lines() + self._batch_lines())
         if sample is None:
             return None, (), (), lines
         gpus = tuple(self._gpu_row(gpu) for gpu in sample.gpus)
@@ -153,6 +157,22 @@ class MemoryPanel(Vertical):
             table.append((row["phase"].replace("_", " "), size(row["measured_bytes"]), size(row["forecast_bytes"]),
                           "-" if error is None else f"{error:+.0f}%"))
         return [Text(line) for line in _grid(tuple(table))]
+
+    def _batch_lines(self) -> list[Text]:
+        """When the longest batch lands (forecast at launch) and what the steps measured: the peak and the batch
+        that brought it, memory creeping at equal length (#37)."""
+        predicted = (self.forecast or {}).get("longest_batch") or {}
+        lines = [Text(f"forecast: {predicted['line']}", style="dim")] if predicted.get("line") else []
+        store = self.store
+        if store is None or not store.memory_steps:
+            return lines
+        key = (len(store.memory_steps), store.memory_steps[-1], store.memory_limit)
+        if key != self._batch_reading[0]:
+            points = [StepMemory(*step) for step in store.memory_steps]
+            measured = [Text(found.line()) for found in (peak(points), creep(points, store.memory_limit,
+                                                                              store.memory_kind)) if found]
+            self._batch_reading = (key, measured)
+        return lines + self._batch_reading[1]
 
     def _trainer_lines(self) -> list[Text]:
         """What the training process said about itself in its newest log event."""

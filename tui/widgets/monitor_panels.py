@@ -72,7 +72,7 @@ class MetricPanels(Grid):
             yield Static("", id="scale-spark", classes="spark", markup=False)
             yield LossScalePlot(id="scale-plot")
         with Vertical(id="memory-panel", classes="panel"):
-            yield MemoryPanel(self._forecast, id="memory")
+            yield MemoryPanel(self._forecast, store=self.store, id="memory")
 
     def on_mount(self) -> None:
         for name, title in TITLES.items():

@@ -1,0 +1,195 @@
+"""When the longest batch lands, and the peak it brings (#37 item 5): the app side of `batch_order`.
+
+The launch's exact argv goes to the oracle question `batch_order` (backend/oracle/batch_order.py: swift
+loads, encodes and orders the data with its own code and the run's seed), cached by the libraries'
+versions, the argv, the dataset files and the model's small files. The memory planner then forecasts the
+peak of that micro-batch (its rows, padded to its longest row) on the device the run trains on.
+
+    found = predict(profile, hardware, base_dir, ask=True)   # ask=False: the cache only, never a child
+    found.line()  # "longest batch at step 4,312 of 6,000: 1,912 tokens, peak 71.2 of 80 GiB"
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from backend.core.units import GIB, size
+from backend.hardware.machine import HardwareInfo
+from backend.profile import LaunchProfile
+
+QUESTION = "batch_order"
+LIBRARIES = ("ms-swift", "transformers", "torch", "datasets")
+Progress = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class LongestBatch:
+    step: int  # the optimizer step (1-based, the trainer's global_step once it is done)
+    steps: int  # the run's optimizer steps
+    padded_tokens: int  # rows x longest row: what the micro-batch holds once padded
+    rows: int
+    longest_row: int
+    peak_bytes: int | None = None  # the forecast at that micro-batch, on the device the run trains on
+    capacity_bytes: int | None = None
+    on_host: bool = False  # a CPU run: the peak is host RAM
+
+    def line(self) -> str:
+        text = f"longest batch at step {self.step:,} of {self.steps:,}: {self.padded_tokens:,} tokens"
+        if self.rows > 1:
+            text += f" ({self.rows} rows of up to {self.longest_row:,})"
+        if self.peak_bytes is not None:
+            where = " host RAM" if self.on_host else ""
+            text += f", peak {_of(self.peak_bytes, self.capacity_bytes)}{where}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "steps": self.steps,
+            "padded_tokens": self.padded_tokens,
+            "rows": self.rows,
+            "longest_row": self.longest_row,
+            "peak_bytes": self.peak_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "on_host": self.on_host,
+            "line": self.line(),
+        }
+
+
+def _of(peak: int, capacity: int | None) -> str:
+    if capacity is None:
+        return size(peak)
+    if peak >= GIB or capacity >= GIB:
+        return (
+            f"{peak / GIB:,.1f} of {capacity / GIB:,.0f} GiB"
+            if capacity >= 10 * GIB
+            else f"{peak / GIB:,.2f} of {capacity / GIB:,.1f} GiB"
+        )
+    return f"{size(peak)} of {size(capacity)}"
+
+
+def predict(
+    profile: LaunchProfile,
+    hardware: HardwareInfo,
+    base_dir: Path | None,
+    *,
+    ask: bool,
+    progress: Progress | None = None,
+    shape: Any = None,
+) -> LongestBatch | None:
+    """The step of the largest micro-batch and its peak; None when not known (`ask=False` and not cached, hub
+    data or model, packed data, swift refusing the arguments: validate says why)."""
+    order = batch_order(profile, hardware, base_dir, ask=ask, progress=progress)
+    largest = (order or {}).get("largest")
+    if not largest:
+        return None
+    found = LongestBatch(
+        step=int(largest["step"]),
+        steps=int(order["steps"]),  # type: ignore[index]
+        padded_tokens=int(largest["padded_tokens"]),
+        rows=int(largest["rows"]),
+        longest_row=int(largest["longest_row"]),
+    )
+    return _with_peak(found, profile, hardware, base_dir, shape)
+
+
+CACHED_LOOKUP_BYTES = 16 << 20  # hashing more data than this to look the answer up is too slow for a screen
+
+
+def known(profile: LaunchProfile, base_dir: Path | None, hardware: HardwareInfo | None = None) -> LongestBatch | None:
+    """The answer when swift was asked already and the data is small enough to look it up at once (a screen's
+    thread); never a child."""
+    from backend.hardware.machine import detect_hardware
+
+    if sum(path.stat().st_size for path in _dataset_files(profile, base_dir) if path.is_file()) > CACHED_LOOKUP_BYTES:
+        return None
+    try:
+        return predict(profile, hardware or detect_hardware(), base_dir, ask=False)
+    except Exception:  # an unbuildable launch, an unreadable file: simply not known
+        return None
+
+
+def batch_order(
+    profile: LaunchProfile,
+    hardware: HardwareInfo,
+    base_dir: Path | None,
+    *,
+    ask: bool,
+    progress: Progress | None = None,
+) -> dict[str, Any] | None:
+    """swift's answer (cached), or None."""
+    from backend.launch.validate.swift_build import launch_argv
+    from backend.oracle import OracleError, cached
+    from backend.oracle import ask as ask_oracle
+
+    request = launch_argv(profile, hardware, base_dir)
+    if request is None:
+        return None
+    payload, inputs, _ = request
+    payload = {**payload, "world_size": profile.distribution.world_size}
+    inputs = [*inputs, *_dataset_files(profile, base_dir)]
+    hit = cached(QUESTION, payload, libraries=LIBRARIES, inputs=inputs)
+    if hit is not None or not ask:
+        return hit
+    say = progress or (lambda text: None)
+    say("asking swift in which order the run's batches come (its loader, template and sampler; cached)...")
+    started = time.monotonic()
+    try:
+        found = ask_oracle(QUESTION, payload, libraries=LIBRARIES, inputs=inputs, timeout=900)
+    except OracleError as err:
+        say(f"swift could not be asked for the batch order: {err}")
+        return None
+    say(f"swift answered in {time.monotonic() - started:.0f} s")
+    return found
+
+
+def _dataset_files(profile: LaunchProfile, base_dir: Path | None) -> list[Path]:
+    from backend.models.refs import resolve_dataset
+
+    files = []
+    for ref in profile.data.train:
+        try:
+            path = Path(resolve_dataset(ref, base_dir).partition("#")[0])
+        except KeyError:
+            continue
+        if path.exists():
+            files.append(path)
+    return files
+
+
+def _with_peak(
+    found: LongestBatch, profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None, shape: Any
+) -> LongestBatch:
+    """The planner's forecast for that micro-batch: its rows, padded to its longest row."""
+    from backend.estimate import estimate
+    from backend.estimate.from_profile import request_from_profile, shape_from_profile
+    from backend.hardware.machine import trains_on_cpu
+
+    try:
+        shape = shape or shape_from_profile(profile, base_dir)
+        on_cpu = trains_on_cpu(profile.distribution.device, hardware)
+        request = request_from_profile(profile, shape, on_cpu=on_cpu)
+        request = replace(
+            request,
+            batch_size=found.rows,
+            max_length=found.longest_row,
+            gpu_memory_bytes=_gpu_bytes(hardware),
+            host_memory_bytes=hardware.ram_total_bytes or None,
+        )
+        result = estimate(shape, request)
+    except Exception:  # a model whose shape is not known yet: the step stands without its peak
+        return found
+    if on_cpu:
+        return replace(
+            found, peak_bytes=result.host_total_bytes, capacity_bytes=request.host_memory_bytes, on_host=True
+        )
+    return replace(found, peak_bytes=result.per_device_total_bytes, capacity_bytes=request.gpu_memory_bytes)
+
+
+def _gpu_bytes(hardware: HardwareInfo) -> int | None:
+    totals = [gpu.memory_total_bytes for gpu in getattr(hardware, "gpus", []) if gpu.memory_total_bytes]
+    return min(totals) if totals else None
