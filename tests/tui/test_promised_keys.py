@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from run_fixtures import FIXED_NOW, FixedSystem, fixture_run, open_monitor, wait
 from textual.widgets import DataTable
 
 from tests.faults import helpers as h
+from tests.tui.conftest import shown
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
+from tui.screens.monitor import MonitorScreen
 from tui.screens.runs import RunsScreen
 from tui.widgets.metric_plots import MetricPlot
 
@@ -85,8 +89,68 @@ async def test_the_monitor_of_a_refresh_5_low_bandwidth_app_updates_every_5_s_wi
     app = WorkbenchApp(None, start_mode="runs", refresh_seconds=5.0, low_bandwidth=True)
     async with app.run_test(size=(120, 36)) as pilot:
         monitor = await open_monitor(pilot, run.path, clock=lambda: FIXED_NOW, system_monitor=FixedSystem())
-        assert monitor.poll_interval == 5.0
         await wait_for(pilot, lambda: str(monitor.query_one("#scale-spark").content), what="the sparklines")
         assert [plot.display for plot in monitor.query(MetricPlot)] == [False, False, False]
         scale = str(monitor.query_one("#scale-spark").content)
         assert len(scale) == 24 and set(scale) <= set("▁▂▃▄▅▆▇█")
+
+
+class FakeTimers:
+    """The monitor's frame timer on a fake clock: `advance` moves the clock a second at a time and fires
+    the timers that are due, so the test sees which second a frame comes in, whatever the machine's pace."""
+
+    def __init__(self, real: Callable[..., object]) -> None:
+        self.now = 0.0
+        self.timers: list[FakeTimer] = []
+        self.real = real  # Textual's own set_interval, for the screen's other timers (its repaint)
+
+    def set_interval(self, interval: float, callback: Callable[[], object], *args: object, **kwargs: object) -> object:
+        """MonitorScreen.set_interval's stand-in (a bound method on the class: no screen argument)."""
+        if getattr(callback, "__name__", None) != "_tick":
+            return self.real(callback.__self__, interval, callback, *args, **kwargs)  # type: ignore[attr-defined]
+        timer = FakeTimer(interval, callback, due=self.now + interval)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self) -> bool:
+        """One second on; whether a frame timer fired."""
+        self.now += 1.0
+        fired = False
+        for timer in self.timers:
+            if not timer.stopped and self.now >= timer.due:
+                timer.due += timer.interval
+                timer.callback()
+                fired = True
+        return fired
+
+
+@dataclass
+class FakeTimer:
+    interval: float
+    callback: Callable[[], object]
+    due: float
+    stopped: bool = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_a_refresh_5_monitor_draws_a_new_log_line_5_s_after_the_last_frame(
+        tmp_path: Path, isolated_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`workbench --refresh 5`: the cadence observed on a fake clock, by what the screen shows (the log tail),
+    not by the interval the screen keeps."""
+    clock = FakeTimers(MonitorScreen.set_interval)
+    monkeypatch.setattr(MonitorScreen, "set_interval", clock.set_interval)
+    run = fixture_run(tmp_path, "cpu-fp16-overflow")
+    app = WorkbenchApp(None, start_mode="runs", refresh_seconds=5.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        monitor = await open_monitor(pilot, run.path, clock=lambda: FIXED_NOW, system_monitor=FixedSystem())
+        await wait_for(pilot, lambda: "best_model_checkpoint: None" in shown(monitor), what="the log tail")
+        with open(run.log_path, "a", encoding="utf-8") as log:
+            log.write("a line written after the first frame\n")
+        seen_at = None
+        while seen_at is None and clock.now < 10:
+            if clock.advance():  # a frame: the read runs in a worker; wait for what it draws
+                await wait_for(pilot, lambda: "after the first frame" in shown(monitor), what="the new log line")
+                seen_at = clock.now
+        assert seen_at == 5.0
