@@ -14,9 +14,9 @@ A family's value is the largest over the runs of its kind (the safe side), with 
 evidence. No evidence: the textbook term (`terms.HOST_PROCESS_BYTES`), said as such. `machine_calibration`
 is the one function every forecast asks (estimate, validate, the launch dialog, queue admission): it reads
 the cache file under the workspace, refreshed first by the run registry's `refresh` when the lifecycle floor
-has lent it (backend/estimate/calibration_hook.py, filled by backend.cli.wiring); `WORKBENCH_CALIBRATION=off` (or `estimate --no-calibration`) turns it
-off. The per-run reading lives with the runs (backend/runs/calibration_runs.py): this room does not know run
-folders.
+has lent it (backend/estimate/calibration_hook.py, filled by backend.cli.wiring). `WORKBENCH_CALIBRATION=off`
+(or `estimate --no-calibration`) turns it off. The per-run reading lives with the runs
+(backend/runs/calibration_runs.py): this room does not know run folders.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from backend.estimate.cpu_host import HOST_TERM, device_bytes
 from backend.estimate.request import EstimateRequest
 
 OFF_ENV = "WORKBENCH_CALIBRATION"  # "off": every forecast uses the textbook terms
-FAMILIES = ("host_process", "loader_worker")
 CPU = "cpu"
 SHOWN_RUN_IDS = 4
 
 
 class RunRecord(msgspec.Struct, frozen=True):
-    """What one finished run of this machine taught (or why it could not): the cache's unit."""
+    """What one run taught (or why it could not): the cache's unit. A run that is no evidence (not finished,
+    another machine's, no forecast stored) is kept without values, so it is not read again until it changes."""
 
     run_id: str
     marks: list[Any]  # core.tail.mark of the run's files when read: a changed file is read again

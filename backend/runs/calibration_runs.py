@@ -38,9 +38,7 @@ def refresh() -> CacheFile:
     for run in known_runs():
         key, marks = str(run.path), run_marks(run)
         prior = old.runs.get(key)
-        record = prior if prior is not None and prior.marks == marks else read_run(run, marks, host)
-        if record is not None:
-            records[key] = record
+        records[key] = prior if prior is not None and prior.marks == marks else read_run(run, marks, host)
     cache = CacheFile(host=host, runs=records)
     if records != old.runs:
         write_cache(cache)
@@ -53,18 +51,19 @@ def run_marks(run: RunFolder) -> list[Any]:
     return [list(m) if m is not None else None for m in marks]
 
 
-def read_run(run: RunFolder, marks: list[Any], host: str) -> RunRecord | None:
-    """What a finished run of `host` measured; None when it is no evidence (running, failed, another host's)."""
+def read_run(run: RunFolder, marks: list[Any], host: str) -> RunRecord:
+    """What a finished run of `host` measured; a record without values when it is no evidence (running,
+    failed, another host's, no forecast stored)."""
     state = run.state_or_damaged()
     if state.status == "damaged":
         return RunRecord(run.run_id, marks, problem=f"state.json damaged ({state.failure_reason})")
     if state.status != "finished" or state.host != host:
-        return None
+        return RunRecord(run.run_id, marks)
     try:
         forecast = json.loads(run.forecast_path.read_text(encoding="utf-8"))
         workers = swift_workers(run.read_profile().training.dataloader_num_workers)
     except FileNotFoundError:
-        return None  # a run from before forecasts were stored: nothing to compare with
+        return RunRecord(run.run_id, marks)  # a run from before forecasts were stored: nothing to compare with
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ProfileError) as err:
         return RunRecord(run.run_id, marks, problem=f"{_file_of(err)} damaged ({type(err).__name__})")
     if not isinstance(forecast, dict):

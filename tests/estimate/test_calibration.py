@@ -20,6 +20,7 @@ from backend.cli.app import full_app
 from backend.core.process_identity import this_host
 from backend.queue.admission import why_waiting
 from backend.queue.store import Entry, QueueFile
+from backend.rundir.layout import RunFolder
 
 RECORDS = Path(__file__).parent / "fixtures" / "calibration_runs"
 THREE = ("20261204-184842-quickstart-90c1", "20261204-191328-quickstart-138e", "20261204-194700-quickstart-968c")
@@ -177,3 +178,21 @@ def test_workers_no_run_measured_keep_the_textbook_terms(isolated_runs: Path, tm
         "textbook terms: 2 data-loader worker(s), and no finished run on this machine measured one "
         "yet; host baseline 3.0 GiB assumed"
     )
+
+
+def test_a_run_trained_in_this_session_calibrates_the_forecast_of_its_own_size(
+    isolated_runs: Path, short_lora_run: RunFolder
+) -> None:
+    """A real training of this session (4 LoRA steps of the quickstart) beside two recorded ones: three runs. The
+    quickstart's host forecast lands within 20 % of what the session's run measured (its events, read here)."""
+    shutil.copytree(
+        short_lora_run.path, isolated_runs / short_lora_run.path.name, ignore=shutil.ignore_patterns("jobs")
+    )
+    copy_runs(isolated_runs, THREE[:2])
+    events = [json.loads(line) for line in short_lora_run.events_path.read_text().splitlines() if line.strip()]
+    measured = max(e.get("tree_rss_bytes") or e["rss_bytes"] for e in events if e["type"] == "memory_phase")
+    data = estimate_json()
+    assert abs(data["host_total_bytes"] - measured) / measured < 0.20
+    assert "host baseline: " in data["request"]["calibration"][0]
+    assert "measured over 3 runs on this machine" in data["request"]["calibration"][0]
+    assert short_lora_run.path.name in data["request"]["calibration"][1]
