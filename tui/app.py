@@ -1,14 +1,17 @@
 """The Textual app: two modes (launch workspace, runs) and screens pushed on top of them.
 
 Heavy imports never happen here: the app talks to backend/, which starts subprocesses.
-Screens are built on first use, so the first frame never waits for a screen it does not show.
+Screens are built on first use, so the first frame never waits for a screen it does not show; their
+stylesheets are read with the app's, so that the first showing of a screen (F3, the monitor, the chat)
+does not parse every stylesheet again and restyle every widget of every open screen (Textual does that
+for a screen whose CSS_PATH is new to the app: seconds on a loaded machine, #41).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
@@ -17,6 +20,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from backend.hardware.machine import HardwareInfo
+from tui import collector
 from tui.messages import ChatRequested
 from tui.safe import shown_as_is
 from tui.terminal_gone import exit_when_the_terminal_is_gone
@@ -27,9 +31,12 @@ if TYPE_CHECKING:
     from tui.screens.launch import LaunchScreen
     from tui.widgets.alerts_panel import AlertToaster
 
+HERE = Path(__file__).parent
+STYLESHEETS: list[str | PurePath] = [HERE / "app.tcss", *sorted((HERE / "screens").glob("*.tcss"))]  # each scoped to its screen's type
+
 
 class WorkbenchApp(WorkerFailures, App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = STYLESHEETS
     TITLE = "finetune-workbench"
     BINDINGS = [
         Binding("f2", "switch_mode('launch')", "Workspace", id="mode-launch", tooltip="The launch workspace: profile, settings, launch"),
@@ -48,6 +55,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         `refresh_seconds`: the monitor's update interval (None: its default; key i changes it);
         `low_bandwidth`: the monitor draws sparklines instead of braille plots (key b toggles it);
         `alert_seconds`: how often the toaster looks for new alerts of any run."""
+        collector.pause_until_first_frame()  # until on_ready (or on_unmount)
         super().__init__()
         from backend.cli.wiring import install
 
@@ -72,12 +80,19 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
         screen = LaunchScreen(self.profile_path, hardware=self.hardware)
         self.launch_screen = screen
-        return screen
+        return self._styled_as_it_mounts(screen)
 
     def _make_runs_screen(self) -> Screen:
         from tui.screens.runs import RunsScreen
 
-        return RunsScreen()
+        return self._styled_as_it_mounts(RunsScreen())
+
+    def _styled_as_it_mounts(self, screen: Screen) -> Screen:
+        """A mode's new screen gets its styles as its widgets mount (its stylesheet is among the app's): without
+        this, Textual (8.x) takes it for a screen that missed a theme change and parses every stylesheet again
+        and restyles every widget of every screen, the workspace's hundreds included, at the first F3."""
+        screen._css_update_count = self._css_update_count
+        return screen
 
     def on_mount(self) -> None:
         start_log()
@@ -92,6 +107,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         self.switch_mode(self.start_mode)
 
     def on_unmount(self) -> None:
+        collector.first_frame_drawn()  # the collector back on, had the app ended before its first frame
         from backend.oracle import stop_warm
 
         stop_warm()  # the warm child ends with the app (it would also end with this process)
@@ -99,6 +115,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
     def on_ready(self) -> None:
         """The first frame is on screen: now the launch screen may start its slower work."""
         self.first_frame_shown = True
+        collector.first_frame_drawn()
         if self.launch_screen is not None:
             self.launch_screen.after_first_frame()
 
@@ -125,16 +142,11 @@ class WorkbenchApp(WorkerFailures, App[None]):
         self.open_chat(message.target, message.compare)
 
     def open_chat(self, target, compare: bool = False) -> None:
-        """Chat with a run (its newest checkpoint), a checkpoint or model folder, or a ModelTarget."""
-        from backend.checkpoints.targets import TargetError
+        """Chat with a run (its newest checkpoint), a checkpoint or model folder, a lookup or a ModelTarget: the
+        screen is shown at once and looks the model up in its worker (it closes, saying why, when there is none)."""
         from tui.screens.chat import ChatScreen
 
-        try:
-            screen = ChatScreen(target, compare=compare)
-        except TargetError as err:
-            self.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
-            return
-        self.push_screen(screen)
+        self.push_screen(ChatScreen(target, compare=compare))
 
     async def action_quit(self) -> None:
         launch = self.launch_screen

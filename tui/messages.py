@@ -17,8 +17,8 @@ class RunLaunched(Message):
 
 @dataclass
 class ChatRequested(Message):
-    """Open the chat with `target` (a run folder, a checkpoint or model folder, or a ModelTarget): the app
-    handles it, so a screen asks without importing the app."""
+    """Open the chat with `target` (a run folder, a checkpoint or model folder, a ModelTarget, or a lookup that
+    finds one, run in the chat's worker): the app handles it, so a screen asks without importing the app."""
 
     target: object
     compare: bool = False

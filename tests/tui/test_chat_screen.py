@@ -149,6 +149,7 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
     async with app.run_test(size=(160, 50), message_hook=messages.append) as pilot:
         screen = app.screen
         assert isinstance(screen, ChatScreen)
+        await until(pilot, lambda: len(screen.panes()) == 2, "the run's model found (in the chat's worker)")
         tuned, base = screen.query_one("#pane-tuned", ChatPane), screen.query_one("#pane-base", ChatPane)
         assert tuned.target.adapters and not base.target.adapters
 
@@ -258,13 +259,13 @@ async def test_chat_screen_streams_stops_restarts_and_leaves_no_process(short_ru
 async def test_open_chat_pushes_the_screen_or_says_why_not(short_run: RunFolder, tmp_path: Path) -> None:
     app = WorkbenchApp(None, start_mode="runs")
     async with app.run_test(size=(140, 40)) as pilot:
-        app.open_chat(tmp_path / "nothing-here")
-        await pilot.pause()
-        assert not isinstance(app.screen, ChatScreen)
+        app.open_chat(tmp_path / "nothing-here")  # drawn at once, closed once its worker found nothing
+        await until(pilot, lambda: not isinstance(app.screen, ChatScreen), "the chat to close")
         assert any("Cannot open the chat" in (n.title or "") for n in app._notifications)
         app.open_chat(short_run.path)
         await pilot.pause()
         assert isinstance(app.screen, ChatScreen)
+        await until(pilot, lambda: app.screen.query("#pane-tuned"), "the run's model found")
         pane = app.screen.query_one("#pane-tuned", ChatPane)
         await until(pilot, lambda: pane.client.pid is not None, "the worker to start")
         pid = pane.client.pid
@@ -279,6 +280,7 @@ async def test_quitting_the_app_while_the_models_load_leaves_no_worker(short_run
     model workers must still be stopped (a run in CI left one behind when its close was a worker)."""
     app = ChatHost(short_run.path)
     async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: len(app.screen.query(ChatPane)) == 2, "the run's model found")
         panes = list(app.screen.query(ChatPane))
         await until(pilot, lambda: all(pane.client.pid is not None for pane in panes), "both workers to start")
         pids = [pane.client.pid for pane in panes]

@@ -43,6 +43,7 @@ async def _merge_then_chat(run: RunFolder) -> None:
         await pilot.press("t")  # the notification said: press t to chat (with the merged model)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), what="the chat screen")
         chat = pilot.app.screen
+        await wait_for(pilot, lambda: chat.panes(), what="the merged model found (in the chat's worker)")
         (pane,) = chat.panes()
         assert pane.target.model == str(merged), f"t opened {pane.target.label}, not the merged model it offers"
         assert str(pane.query_one(".pane-title", Label).content) == f"fine-tuned: {run.run_id} checkpoint-4-merged"

@@ -3,20 +3,26 @@
 Each model has its `ChatPane` (tui/widgets/chat_pane.py), which owns its worker process.
 Starting and killing a worker happen in thread workers, so no key ever waits on a process. Escape stops an answer (and, when none is being
 written, closes the chat); a crashed worker shows why and ctrl+r starts it again with the
-conversation kept.
+conversation kept. A reference to look up (a run, a checkpoint folder, the monitor's "best model of this
+run", which reads the run's events and checkpoints) is looked up in a thread worker too: the screen draws at
+once and says "finding the model…" until it is known (#41).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.validation import Integer, Number
-from textual.widgets import Footer, Input, Label
+from textual.widgets import Footer, Input, Label, Static
 
 from backend.chat.protocol import GenerationSettings
 from backend.checkpoints.targets import ModelTarget, resolve_target
@@ -31,10 +37,20 @@ def builtin_model(target: ModelTarget) -> bool:
     return any(model == builtin_model_path(name).resolve() for name in BUILTIN_MODELS)
 
 
-def default_temperature(target: ModelTarget) -> str:
+def default_temperature(builtin: bool) -> str:
     """Greedy for the built-in demo model: sampled, its tiny vocabulary answers in broken mixed scripts, and the
     first chat should show what training did; elsewhere the sampling most chat models ship with."""
-    return "0" if builtin_model(target) else "0.7"
+    return "0" if builtin else "0.7"
+
+
+def temperature_label(builtin: bool) -> str:
+    if builtin:
+        return "Temperature (0 = greedy: the default for the built-in demo model, whose samples are noise)"
+    return "Temperature (0 = greedy)"
+
+
+Lookup = Callable[[], ModelTarget]
+"""Finds the model to chat with (file reads); TargetError says why there is none."""
 
 
 class ChatScreen(Screen[None]):
@@ -56,26 +72,37 @@ class ChatScreen(Screen[None]):
                 tooltip="System prompt, temperature, top-p, max new tokens"),
     ]
 
-    def __init__(self, target: ModelTarget | str | Path, *, compare: bool = False) -> None:
-        """`target`: a ModelTarget, or a run / checkpoint / model reference (TargetError if unusable)."""
+    @dataclass
+    class Found(Message):
+        """The lookup's answer: the target (and whether it is the built-in model), or why there is none."""
+
+        target: ModelTarget | None
+        builtin: bool = False
+        error: str | None = None
+
+    def __init__(self, target: ModelTarget | str | Path | Lookup, *, compare: bool = False) -> None:
+        """`target`: a ModelTarget; or a run / checkpoint / model reference, or a lookup, both looked up in a
+        worker once the screen is drawn (a reference that cannot be used closes the screen, saying why)."""
         super().__init__()
-        self.target = target if isinstance(target, ModelTarget) else resolve_target(str(target))
+        self.target: ModelTarget | None = target if isinstance(target, ModelTarget) else None
+        self._lookup: Lookup | None = None
+        if self.target is None:
+            self._lookup = target if callable(target) else partial(resolve_target, str(target))
         self.start_compare = compare
 
     def compose(self) -> ComposeResult:
+        builtin = self.target is not None and builtin_model(self.target)
         with Horizontal(id="chat-body"):
-            role = "fine-tuned" if self.target.base() is not None else "model"
-            yield Horizontal(ChatPane(self.target, role, id="pane-tuned"), id="panes")
+            if self.target is None:
+                yield Horizontal(Static("finding the model…", id="chat-finding", markup=False), id="panes")
+            else:
+                yield Horizontal(self._pane(self.target), id="panes")
             with VerticalScroll(id="chat-settings"):  # scrolls at 80x24
                 yield Label("Settings", classes="settings-title")
                 yield Label("System prompt (empty: the template's)")
                 yield Input(id="system", placeholder="template default")
-                if builtin_model(self.target):
-                    yield Label("Temperature (0 = greedy: the default for the built-in demo model, whose "
-                                "samples are noise)", id="temperature-label")
-                else:
-                    yield Label("Temperature (0 = greedy)", id="temperature-label")
-                yield Input(default_temperature(self.target), id="temperature", type="number",
+                yield Label(temperature_label(builtin), id="temperature-label")
+                yield Input(default_temperature(builtin), id="temperature", type="number",
                             validators=[Number(0.0, 2.0)])
                 yield Label("Top-p (0-1]")
                 yield Input("0.9", id="top-p", type="number", validators=[Number(0.0001, 1.0)])
@@ -87,12 +114,48 @@ class ChatScreen(Screen[None]):
             yield Input(id="prompt", placeholder="Message (Enter sends, Esc stops the answer)", compact=True)
         yield Footer()
 
+    @staticmethod
+    def _pane(target: ModelTarget) -> ChatPane:
+        return ChatPane(target, "fine-tuned" if target.base() is not None else "model", id="pane-tuned")
+
     def on_mount(self) -> None:
-        self.title = f"chat - {self.target.label or self.target.model}"
         for field in self.query(Input):
             field.cursor_blink = False
+        if self.target is None:
+            self._find()
+        else:
+            self._target_known()
+
+    def _target_known(self) -> None:
+        assert self.target is not None
+        self.title = f"chat - {self.target.label or self.target.model}"
         if self.start_compare:
             self.action_compare()
+        self.refresh_bindings()
+
+    @work(thread=True, exclusive=True, group="chat-lookup", exit_on_error=False, description="Finding the model")
+    def _find(self) -> None:
+        assert self._lookup is not None
+        try:
+            target = self._lookup()
+            found = self.Found(target, builtin_model(target))
+        except (OSError, ValueError) as err:  # TargetError is a ValueError: it says why and what to pass
+            found = self.Found(None, error=str(err))
+        self.post_message(found)
+
+    @on(Found)
+    async def _found(self, message: Found) -> None:
+        if message.target is None:
+            self.app.notify(message.error or "no model", title="Cannot open the chat", severity="error", timeout=15,
+                            markup=False)
+            self.dismiss(None)
+            return
+        self.target = message.target
+        await self.query_one("#chat-finding").remove()
+        await self.query_one("#panes", Horizontal).mount(self._pane(message.target))
+        self.query_one("#temperature-label", Label).update(temperature_label(message.builtin))
+        self.query_one("#temperature", Input).value = default_temperature(message.builtin)
+        self._target_known()
 
     def panes(self) -> list[ChatPane]:
         return list(self.query(ChatPane))
@@ -141,7 +204,7 @@ class ChatScreen(Screen[None]):
     # -- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "compare" and self.target.base() is None:
+        if action == "compare" and (self.target is None or self.target.base() is None):
             return None
         return True
 
@@ -173,7 +236,7 @@ class ChatScreen(Screen[None]):
         if existing:
             existing.remove()
             return
-        base = self.target.base()
+        base = self.target.base() if self.target is not None else None
         if base is None:
             self.notify("the base model of this model is not known", severity="warning")
             return

@@ -5,6 +5,7 @@ checkpoint (m), chat with its best model (t) (best: the scoreboard's, backend.ch
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -113,12 +114,11 @@ class RunActions(_Base):
                             severity="error", timeout=15)
 
     def action_chat(self, step: int | None = None) -> None:
-        from backend.checkpoints.targets import TargetError, best_model_of_run, target_of_run
+        """The chat opens at once; it looks up the model (the run's scoreboard: its events and checkpoints) in
+        its own worker, and closes saying why when there is none."""
+        from backend.checkpoints import targets
 
-        try:
-            target = best_model_of_run(self.feed.run.path) if step is None else target_of_run(self.feed.run.path,
-                                                                                                checkpoint=step)
-        except TargetError as err:
-            self.app.notify(str(err), title="Cannot open the chat", severity="error", timeout=15, markup=False)
-            return
-        self.app.post_message(ChatRequested(target))
+        path = self.feed.run.path
+        lookup = partial(targets.best_model_of_run, path) if step is None else partial(targets.target_of_run, path,
+                                                                                        checkpoint=step)
+        self.app.post_message(ChatRequested(lookup))
