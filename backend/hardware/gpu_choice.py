@@ -50,13 +50,11 @@ def choose_gpus(free: FreeMemory, count: int, min_free_bytes: int | None = None)
     first), and never when a minimum is asked."""
     if count < 1:
         return []
-    from backend.hardware.machine import nvitop_module
+    import nvitop  # its select_devices reads the stand-ins only: NVML is not opened here
 
     known = [_Reading(index, float(bytes_free)) for index, bytes_free in free.items() if bytes_free is not None]
     chosen: list[Any] = (
-        nvitop_module().select_devices(
-            known, format="index", force_index=True, max_count=count, min_free_memory=min_free_bytes
-        )
+        nvitop.select_devices(known, format="index", force_index=True, max_count=count, min_free_memory=min_free_bytes)
         if known
         else []
     )

@@ -161,7 +161,7 @@ class NvidiaGpus:
             self.error = "disabled by WORKBENCH_FAKE_NO_GPU"
             return []
         try:
-            nvitop = nvitop_module()
+            nvitop = _nvitop()
             count = nvitop.Device.count()  # NVML starts here: no library, no driver, no permission
         except Exception as err:
             self.error = f"NVML unavailable: {err}"
@@ -178,7 +178,7 @@ class NvidiaGpus:
         self._open()
         if self.error:
             return None, None
-        device = nvitop_module().Device
+        device = _nvitop().Device
         cuda = _known(device.cuda_driver_version())
         major, _, minor = (cuda or "").partition(".")
         parsed = (int(major), int(minor.partition(".")[0] or 0)) if major.isdigit() else None
@@ -203,8 +203,7 @@ def tree_rss_bytes(root: psutil.Process) -> int:
     return total
 
 
-def nvitop_module() -> ModuleType:
-    """nvitop, imported quietly (the one import of it)."""
+def _nvitop() -> ModuleType:
     import nvitop
 
     # nvitop logs a coloured "FATAL ERROR" banner (to stderr, over the TUI) when NVML is missing;
