@@ -196,3 +196,25 @@ def test_a_run_trained_in_this_session_calibrates_the_forecast_of_its_own_size(
     assert "host baseline: " in data["request"]["calibration"][0]
     assert "measured over 3 runs on this machine" in data["request"]["calibration"][0]
     assert short_lora_run.path.name in data["request"]["calibration"][1]
+
+
+def test_validate_holds_the_calibrated_host_forecast_to_the_machines_ram(isolated_runs: Path, tiny_model: Path) -> None:
+    """Two CPU processes on a 2 GiB machine: the textbook says 2 x 3.0 GiB and refuses; this machine's runs say
+    2 x 0.61 GiB, which fits."""
+    from backend.core.paths import SHIPPED_PROFILES_DIR
+    from backend.hardware.machine import HardwareInfo
+    from backend.launch.validate import errors, validate
+    from backend.profile import load_profile
+
+    profile = load_profile(SHIPPED_PROFILES_DIR / "cpu-ddp-2proc.toml")
+    small = HardwareInfo(nvml_error="test", cpu_count=2, ram_total_bytes=2 * GIB)
+
+    def host_errors() -> list[str]:
+        found = errors(validate(profile, small, base_dir=SHIPPED_PROFILES_DIR))
+        return [p.message for p in found if "of host RAM" in p.message]
+
+    assert host_errors() == [
+        "the forecast needs about 6.0 GiB of host RAM on this machine (2 process(es)); it has 2.0 GiB."
+    ]
+    copy_runs(isolated_runs)
+    assert host_errors() == []

@@ -61,12 +61,10 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
     if device is None:
         return "Memory forecast: the planner returned no per-device total."
     host_text = f"host RAM {gib(host, 2)} GiB" if host is not None else ""
-    calibration = (data.get("request") or {}).get("calibration") or []
-    if host_text and calibration:
-        host_text += f" ({calibration[0]})"  # where its host terms came from (#37)
+    evidence = f" · {_host_evidence(data)}" if host_text else ""
     if on_cpu:
         ram = f" of {gib(hardware.ram_total_bytes, 0)} GiB" if host is not None else ""
-        return f"Memory (CPU run): {host_text}{ram} · on a GPU: {gib(device, 2)} GiB per GPU"
+        return f"Memory (CPU run): {host_text}{ram} · on a GPU: {gib(device, 2)} GiB per GPU{evidence}"
     parts = [f"Memory: {gib(device, 2)} GiB per GPU"]
     if data.get("peak_phase"):
         parts[0] += f" (peak: {data['peak_phase'].replace('_', ' ')})"
@@ -77,7 +75,15 @@ def describe_forecast(data: dict[str, Any], hardware: HardwareInfo, *, on_cpu: b
         parts.append(f"{fit['status']} in {gib(memory, 0)} GiB ({100 * device / memory:.0f}%)")
     if host_text:
         parts.append(host_text)
-    return " · ".join(parts)
+    return " · ".join(parts) + evidence
+
+
+def _host_evidence(data: dict[str, Any]) -> str:
+    """Where the host terms came from, short for one line (#37): 'host baseline: 0.60 GiB measured over 3 runs',
+    else 'textbook host terms' (`workbench estimate` says why and names the runs)."""
+    lines = (data.get("request") or {}).get("calibration") or [""]
+    first = str(lines[0])
+    return first.split(" on this machine")[0] if first.startswith("host baseline:") else "textbook host terms"
 
 
 @dataclass(frozen=True)
