@@ -9,15 +9,17 @@ from backend.estimate.fit import detect_gpu_memory_bytes, detect_host_memory_byt
 from backend.estimate.from_profile import request_from_profile
 
 if TYPE_CHECKING:
+    from backend.estimate.calibration import Calibration
     from backend.profile import LaunchProfile
 
 
 def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_dir: Path | None = None,
-                         gpu_memory_bytes: int | None = None, on_cpu: bool | None = None) -> dict[str, Any]:
+                         gpu_memory_bytes: int | None = None, on_cpu: bool | None = None,
+                         calibration: Calibration | None = None) -> dict[str, Any]:
     """`Estimate.to_json()` for the profile, its fit held to the profile's GPUs (`gpu_memory_bytes`, or
     the smallest of its `gpu_ids` on this machine) when their size is known; `on_cpu`: whether the run
     trains on the CPU (its precision there, its host terms), see request_from_profile; None: as it would if
-    started on this machine.
+    started on this machine. `calibration`: this machine's (None) unless another is given.
 
     `model` is what `--model` got: a folder, or a hub id whose cached copy backend.models.refs finds
     (Hugging Face or ModelScope cache). The shape is the exact one when transformers answered
@@ -35,7 +37,8 @@ def forecast_for_profile(profile: "LaunchProfile", model: str | Path, *, base_di
         from backend.hardware.machine import detect_hardware, trains_on_cpu
 
         on_cpu = trains_on_cpu(profile.distribution.device, detect_hardware())
-    request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir, on_cpu=on_cpu)
+    request = request_from_profile(profile, shape, gpu_memory_bytes=memory, base_dir=base_dir, on_cpu=on_cpu,
+                                   calibration=calibration)
     forecast = estimate(shape, request).to_json()
     forecast["host_memory_bytes"] = detect_host_memory_bytes()
     return forecast

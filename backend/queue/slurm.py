@@ -59,10 +59,13 @@ def tool(name: str) -> str:
 def host_forecast_bytes(profile: LaunchProfile, base_dir: Path) -> int | None:
     """The run's host RAM peak per node, as the memory forecast says; None when it cannot say."""
     try:
+        from backend.estimate.calibration import Calibration
         from backend.estimate.forecast import forecast_for_profile
         from backend.models.refs import resolve_model
 
-        forecast = forecast_for_profile(profile, resolve_model(profile.model.source, base_dir), base_dir=base_dir)
+        # the job runs on the cluster's nodes: this machine (a login node) neither is one nor measured one
+        forecast = forecast_for_profile(profile, resolve_model(profile.model.source, base_dir), base_dir=base_dir,
+                                        on_cpu=profile.distribution.device == "cpu", calibration=Calibration(off=True))
         value = forecast.get("host_total_bytes")
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     except Exception:  # noqa: BLE001 - no forecast: the job asks for the partition's default memory
