@@ -232,7 +232,7 @@ def _ids(evidence: Evidence) -> str:
 
 
 def _kind_words(device_kind: str) -> str:
-    return "on the CPU" if device_kind == CPU else device_kind
+    return "on the CPU" if device_kind == CPU else f"on {device_kind}"
 
 
 def device_kind(on_cpu: bool, gpu_ids: list[int] | None = None) -> str:
@@ -242,7 +242,7 @@ def device_kind(on_cpu: bool, gpu_ids: list[int] | None = None) -> str:
     from backend.hardware.machine import detect_hardware
 
     gpus = [g for g in detect_hardware().gpus if not gpu_ids or g.index in gpu_ids]
-    return gpus[0].name if gpus and gpus[0].name else "an unknown GPU"
+    return gpus[0].name if gpus and gpus[0].name else "a GPU"  # none here, or NVML does not name it
 
 
 def swift_workers(explicit: int | None) -> int | None:
