@@ -12,6 +12,7 @@ import pytest
 
 from backend.contract.alerts import read_alerts
 from backend.contract.events import read_all
+from backend.estimate.creep import WARMUP_STEPS, StepMemory, pooled_rate
 from backend.rundir.layout import RunFolder
 from backend.runs.lookup import find_run
 from tests.runs.helpers import quick_profile, wait_for, workbench
@@ -90,6 +91,7 @@ def test_the_longest_batch_lands_at_the_step_the_seed_puts_it(
     assert max(tokens, key=lambda step: tokens[step]) == 6
     assert line.startswith(f"longest batch at step 6 of 12: {tokens[6]:,} tokens")  # swift's length, measured
     memory = {step: pair[1] for step, pair in steps.items()}
+    print(f"peak RSS per step (MiB): {[round(memory[step] / 2**20, 1) for step in sorted(memory)]}")  # pytest -rP
     assert memory[6] > memory[5] and memory[6] == max(memory.values()), memory  # the measured peak lands there
 
 
@@ -102,6 +104,7 @@ def test_a_leak_at_every_step_is_alerted_as_creep_with_its_rate(
     creep = [a for a in read_alerts(run.path) if a.kind == "memory_creep"]
     assert len(creep) == 1, [a.kind for a in read_alerts(run.path)]
     rate = creep[0].evidence["bytes_per_1000_steps"] / 2**20
+    print(f"measured creep: {creep[0].message}")  # pytest -rP shows it
     assert 14_000 <= rate <= 18_000, creep[0].evidence  # 16,000 MiB per 1,000 steps, within the RSS's noise
     assert (
         creep[0].message.startswith("+")
@@ -119,3 +122,5 @@ def test_an_equal_length_run_without_a_leak_raises_no_creep_alert(
     assert sorted(steps) == list(range(1, 41))  # every step's memory was measured: the detector had it all
     assert len({pair[0] for pair in steps.values()}) == 1  # and every batch had the same length
     assert [a.kind for a in read_alerts(run.path) if a.kind == "memory_creep"] == []
+    points = [StepMemory(step, *pair) for step, pair in steps.items() if step > WARMUP_STEPS]
+    print(f"equal-length rate without a leak: {pooled_rate(points)[0] * 1000 / 2**20:+.1f} MiB per 1,000 steps")
