@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -10,12 +11,13 @@ from run_fixtures import wait_for
 from textual.widgets import Input
 
 from backend.contract.events import read_all
+from backend.core.shell_words import join
 from backend.rundir.index import known_folders
-from backend.rundir.layout import RunFolder
+from backend.rundir.layout import RunFolder, preview_dir
 from backend.runs.status import refresh
 from backend.runs.stop import stop_run
 from tests.timing import limit_text, scaled
-from tests.tui.conftest import QUICKSTART, settle
+from tests.tui.conftest import QUICKSTART, command_shown, settle, squeezed
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmScreen
 from tui.screens.monitor import MonitorScreen
@@ -45,6 +47,8 @@ async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_mode
         await pilot.pause()
         assert screen.profile.training.max_steps == MAX_STEPS
 
+        previewed = await command_shown(pilot, screen)  # the Command tab, as the user reads it before F5
+        preview_folder = str(preview_dir(screen.profile.name))
         await pilot.press("f5")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -58,6 +62,12 @@ async def test_launch_quickstart_lands_on_monitor(isolated_runs: Path, tiny_mode
         try:
             assert run.path.parent == isolated_runs and run.path in known_folders()
             assert run.read_profile().training.max_steps == MAX_STEPS
+            # what the supervisor runs (command.json's argv) is what the Command tab showed, the run's folder
+            # in place of the preview's
+            launched = json.loads(run.command_path.read_text(encoding="utf-8"))
+            assert previewed.endswith(squeezed(join(launched["argv"])).replace(str(run.path), preview_folder))
+            for key, value in launched["env"].items():
+                assert squeezed(f"{key}={value}").replace(str(run.path), preview_folder) in previewed
             assert refresh(run).status in ("starting", "running", "finished")
             await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run's monitor")
             assert app.screen.feed.run.path == run.path  # the monitor of this run, not of another one
