@@ -61,15 +61,11 @@ class LongestBatch:
 
 
 def _of(peak: int, capacity: int | None) -> str:
-    if capacity is None:
-        return size(peak)
-    if peak >= GIB or capacity >= GIB:
-        return (
-            f"{peak / GIB:,.1f} of {capacity / GIB:,.0f} GiB"
-            if capacity >= 10 * GIB
-            else f"{peak / GIB:,.2f} of {capacity / GIB:,.1f} GiB"
-        )
-    return f"{size(peak)} of {size(capacity)}"
+    """'71.2 of 80 GiB' when both are GiB; a small peak in its own unit: '612.0 MiB of 24.0 GiB'."""
+    if capacity is None or peak < GIB:
+        return size(peak) if capacity is None else f"{size(peak)} of {size(capacity)}"
+    whole = capacity % GIB == 0
+    return f"{peak / GIB:,.1f} of {capacity / GIB:,.{0 if whole else 1}f} GiB"
 
 
 def predict(
@@ -126,12 +122,15 @@ def batch_order(
     from backend.oracle import OracleError, cached
     from backend.oracle import ask as ask_oracle
 
+    datasets = _dataset_files(profile, base_dir)
+    if len(datasets) != len(profile.data.train):  # hub data: swift would download it (the offline rule says so)
+        return None
     request = launch_argv(profile, hardware, base_dir)
     if request is None:
         return None
     payload, inputs, _ = request
     payload = {**payload, "world_size": profile.distribution.world_size}
-    inputs = [*inputs, *_dataset_files(profile, base_dir)]
+    inputs = [*inputs, *datasets]
     hit = cached(QUESTION, payload, libraries=LIBRARIES, inputs=inputs)
     if hit is not None or not ask:
         return hit
