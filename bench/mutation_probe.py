@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,66 @@ BREAKS: tuple[Break, ...] = (
           "backend/chat/worker.py", "TransformersEngine(args.model, adapters=args.adapters or None,",
           "TransformersEngine(args.model, adapters=None,",
           ("tests/promises/test_chat_cli.py", "-m", "slow")),
+    Break("oom-retry-default-accumulation", "an OOM retry keeps swift's global batch when accumulation is unset",
+          "backend/profile/batch.py",
+          "    return swift_default_accumulation(t.per_device_train_batch_size, profile.distribution.world_size)\n",
+          "    return max(1, SWIFT_TARGET_BATCH // t.per_device_train_batch_size)\n",
+          ("tests/queue/test_queue_seams.py", "-k", "swifts_default_accumulation")),
+    Break("sigusr1-alone", "SIGUSR1 to the trainer saves and stops with the reason (the test run alone)",
+          "backend/plugin/save_asks.py", 'f"saved and stopped on {reason}" if', 'f"saved and stopped: {reason}" if',
+          ("tests/preempt/test_save_and_signal.py", "-k", "sigusr1_to_the_trainer")),
+    Break("stop-no-escalation", "`workbench stop` escalates SIGINT -> SIGTERM -> SIGKILL",
+          "backend/runs/stop.py", 'done = terminate(run_marker(run.path), report=report) or [',
+          'done = terminate(run_marker(run.path), report=report, phases=(__import__("signal").SIGINT,)) or [',
+          ("tests/promises/test_cli_promises.py", "-k", "stop_escalates")),
+    Break("refresh-cadence-ignored", "`--refresh 5` makes the monitor update every 5 s",
+          "tui/screens/monitor.py", "self._timer = self.set_interval(self.poll_interval, self._tick)\n        self._start_poll",
+          "self._timer = self.set_interval(DEFAULT_REFRESH_SECONDS, self._tick)\n        self._start_poll",
+          ("tests/tui/test_promised_keys.py", "-k", "refresh")),
+    Break("compare-draws-one-run", "the compare view draws the loss of every marked run",
+          "tui/widgets/metric_plots.py", "            if points and points[0]:\n                color = COMPARE_COLORS",
+          "            if points and points[0] and index == 0:\n                color = COMPARE_COLORS",
+          ("tests/tui/test_runs_screen.py", "-k", "compare_overlays")),
+    Break("summary-monitor-no-overflow-marks", "the monitor opened from a summary draws the overflows' marks",
+          "tui/widgets/metric_plots.py", '        if ox:\n            plt.scatter(ox, marks, marker="x"',
+          '        if False:\n            plt.scatter(ox, marks, marker="x"',
+          ("tests/tui/test_monitor_summary.py", "-k", "opened_from_a_summary")),
+    Break("launch-lands-elsewhere", "a launch from the workspace lands on the run's monitor",
+          "tui/app.py", '        self.switch_mode("runs")\n        self.push_screen(MonitorScreen(Path(run_dir)))\n',
+          '        self.switch_mode("runs")\n',
+          ("tests/tui/test_launch_run.py",)),
+    Break("command-tab-not-the-launch", "the Command tab shows the command the launch runs (command.json)",
+          "backend/runs/start.py", 'command = {"argv": plan.argv, "env"',
+          'command = {"argv": [*plan.argv, "--seed", "7"], "env"',
+          ("tests/tui/test_launch_run.py",)),
+    Break("retry-memory-forecast", "ctrl+r runs a failed memory forecast again",
+          "tui/widgets/memory_line.py", "        if self.question is not None:\n            self._forecast(self.question)",
+          "        if self.question is None:\n            self._forecast(self.question)",
+          ("tests/tui/test_worker_failures.py::test_a_failed_worker_is_shown_logged_and_retried[memory forecast]",)),
+    Break("retry-model-picker", "ctrl+r runs a failed model scan again",
+          "tui/modals/model_picker.py", "    def retry(self) -> None:\n        self._scan()",
+          "    def retry(self) -> None:\n        return",
+          ("tests/tui/test_worker_failures.py::test_a_failed_worker_is_shown_logged_and_retried[model picker]",)),
+    Break("retry-dataset-picker", "ctrl+r runs a failed dataset search again",
+          "tui/modals/dataset_picker.py", "    def retry(self) -> None:\n        self._find_files()",
+          "    def retry(self) -> None:\n        return",
+          ("tests/tui/test_worker_failures.py::test_a_failed_worker_is_shown_logged_and_retried[dataset picker]",)),
+    Break("retry-monitor", "ctrl+r reads a run again after the monitor's read failed",
+          "tui/screens/monitor.py", "    def retry(self) -> None:\n        self._start_poll()",
+          "    def retry(self) -> None:\n        return",
+          ("tests/tui/test_worker_failures.py::test_a_failed_worker_is_shown_logged_and_retried[monitor]",)),
+    Break("retry-chat-worker", "ctrl+r starts a failed chat worker again",
+          "tui/widgets/chat_pane.py", "    def retry(self) -> None:\n        self.start_worker(restart=True)",
+          "    def retry(self) -> None:\n        return",
+          ("tests/tui/test_worker_failures.py::test_a_failed_worker_is_shown_logged_and_retried[chat worker]",)),
+    Break("watchdog-stop-unlinked", "the watchdog's stop of a hung (SIGSTOPped) real run names the hang alert",
+          "backend/watch/watchdog.py",
+          'evidence["stopped_by_alert"] = self.stopped_by.id if self.stopped_by else None',
+          'evidence["stopped_by_alert"] = None',
+          ("tests/watch/test_watchdog_runs.py", "-k", "sigstop_hang")),
+    Break("deepspeed-scale-not-read", "a DeepSpeed fp16 run's loss scale is DeepSpeed's own",
+          "backend/plugin/loss_scale.py", '"loss_scale": float(ds_optimizer.cur_scale)', '"loss_scale": 65536.0',
+          ("tests/test_deepspeed_loss_scale.py",)),
 )
 
 
@@ -84,8 +145,24 @@ def scratch_copy(into: Path) -> Path:
     return tree
 
 
+def copy_env(tree: Path) -> dict[str, str]:
+    """The environment of every child: the copy first on the import path (before the venv's editable install
+    of the working tree, which would otherwise win)."""
+    return {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def imports_come_from(tree: Path) -> None:
+    """Stop unless the copy's python imports the product and the tests from the copy, never from REPO."""
+    said = subprocess.run([sys.executable, "-c", "import backend, tui, tests.timing; print(backend.__file__); "
+                           "print(tui.__file__); print(tests.timing.__file__)"], cwd=tree, env=copy_env(tree),
+                          capture_output=True, text=True, check=True).stdout.split()
+    strays = [path for path in said if not Path(path).resolve().is_relative_to(tree.resolve())]
+    if strays or len(said) != 3:
+        raise SystemExit(f"the copy imports from outside itself: {said}")
+
+
 def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = copy_env(tree)
     argv = [sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", "-p", "no:cacheprovider", "--no-header",
             "-o", "addopts=", *tests]
     began = time.monotonic()
@@ -119,8 +196,9 @@ def probe(tree: Path, item: Break, baseline: bool, timeout: float) -> bool:
         code, output, seconds = run_tests(tree, item.tests, timeout)
     finally:
         path.write_text(original, encoding="utf-8")
-    caught = code not in (0, 5)  # 5: no test collected, which catches nothing
-    verdict = "caught" if caught else "NOT CAUGHT"
+    # 5: no test collected, which catches nothing; 124: out of time, which says nothing either way
+    caught = code not in (0, 5, 124)
+    verdict = "caught" if caught else "TIMED OUT" if code == 124 else "NOT CAUGHT"
     print(f"{item.id:30} {verdict:11} ({seconds:.0f} s) {item.promise}" + (f"\n{'':43}{first_failure(output)}"
                                                                          if caught else ""))
     return caught
@@ -142,10 +220,14 @@ def main() -> int:
         for item in chosen:
             print(f"{item.id:30} {item.path}: {item.promise}\n{'':31}tests: {' '.join(item.tests)}")
         return 0
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each verdict as it comes
+    began = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: the scratch copy is removed
     with tempfile.TemporaryDirectory(prefix="mutation-probe-") as scratch:
         tree = scratch_copy(Path(scratch))
+        imports_come_from(tree)
         results = [probe(tree, item, args.baseline, args.timeout) for item in chosen]
-    print(f"\n{sum(results)} of {len(results)} breaks caught")
+    print(f"\n{sum(results)} of {len(results)} breaks caught in {(time.monotonic() - began) / 60:.1f} min")
     return 0 if all(results) else 1
 
 
