@@ -5,22 +5,19 @@ signals, and a read-only run folder still has its proven processes stopped."""
 from __future__ import annotations
 
 import json
-import stat
 from pathlib import Path
 
 import pytest
 
+from tests.fakes import fake_executable
 from tests.faults import helpers as h
 
 
 def _fake_scancel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `scancel` first on PATH that records its arguments, one call a line."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     calls = tmp_path / "scancel.calls"
-    script = bin_dir / "scancel"
-    script.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    fake_executable(bin_dir, "scancel", f'#!/bin/sh\necho "$@" >> {calls}\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     return calls
 

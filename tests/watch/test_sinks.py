@@ -18,6 +18,7 @@ from backend.contract.alerts import Alert
 from backend.watch.config import NotifySection, effective_notify, user_notify_defaults
 from backend.watch.sinks import CommandSink, DesktopSink, Dispatcher, WebhookSink, sinks_for
 from backend.watch.stacks import dump_stacks
+from tests.fakes import fake_executable
 from tests.runs.helpers import wait_for
 from tests.watch.test_watchdog_runs import Hook
 
@@ -131,10 +132,7 @@ def test_stack_dump_of_a_registered_python_process(tmp_path: Path) -> None:
 
 def test_desktop_through_notify_send_on_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "notify-send"
-    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "args.txt"}\n')
-    fake.chmod(0o755)
+    fake_executable(bin_dir, "notify-send", f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "args.txt"}\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     dispatcher = Dispatcher([DesktopSink()], tmp_path)
     dispatcher.submit(ALERT)
