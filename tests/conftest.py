@@ -13,6 +13,7 @@ import pytest
 
 from backend.rundir.layout import RunFolder
 from tests.shared_runs import SharedRun, shared_run
+from tests.tiers import slow_reason
 from tests.timing import FACTOR_ENV, limit_text, scaled, time_factor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,20 +24,17 @@ def pytest_configure(config: pytest.Config) -> None:
     time_factor()
 
 
-SHARED_TRAININGS = {"quill_run", "short_lora_run", "quickstart_cli_run"}
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that needs one of the session's real trainings (directly or through another fixture) is slow,
-    marked or not: `pytest -m "not slow"` (the quick tier) never trains.
+    """A test that trains, asks the libraries in a child or drives a real terminal is slow, marked or not
+    (tests/tiers.py: the rule and its list): `pytest -m "not slow"` (the quick tier) is pure logic.
 
     Workers (`--dist loadgroup`): a module's tests stay on one worker (its module fixtures are made once),
     unless the module sets SPLIT_ACROSS_WORKERS = True: then each test goes where a worker is free, so the
     heaviest files are no one worker's serial tail (tests that share a module fixture there carry an
     `xdist_group` mark of their own)."""
     for item in items:
-        if SHARED_TRAININGS & set(getattr(item, "fixturenames", ())):
+        if slow_reason(item.nodeid, set(getattr(item, "fixturenames", ()))) is not None:
             item.add_marker(pytest.mark.slow)
         split = getattr(getattr(item, "module", None), "SPLIT_ACROSS_WORKERS", False)
         if not split and item.get_closest_marker("xdist_group") is None:
