@@ -14,11 +14,16 @@ from __future__ import annotations
 
 SHARED_TRAININGS = frozenset({"quill_run", "short_lora_run", "quickstart_cli_run"})
 
-LIBRARY_FIXTURES = frozenset({
-    "tiny_model",  # built by transformers in a child (backend/models/demo)
-    "swift_registry",  # swift's model registry, dumped in a child
-    "formats_request", "formats_report", "swift_reference", "data_profile",  # swift's view of the data
-})
+LIBRARY_FIXTURES = frozenset(
+    {
+        "tiny_model",  # built by transformers in a child (backend/models/demo)
+        "swift_registry",  # swift's model registry, dumped in a child
+        "formats_request",
+        "formats_report",
+        "swift_reference",
+        "data_profile",  # swift's view of the data
+    }
+)
 
 LIBRARY_CHILD = "asks swift, transformers or torch in a child"
 LAUNCH_WORKSPACE = "opens the launch workspace (validated by swift in the app's warm child)"
