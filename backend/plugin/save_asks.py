@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,22 @@ CODE_REASONS = {1: "save now", 2: "stop asked (save.request)", 3: "SIGTERM", 4: 
 
 def rank() -> int:
     return int(os.environ.get("RANK", "0"))
+
+
+def accept_usr1_on_own_thread() -> None:
+    """Let SIGUSR1 in through one thread of its own; the main thread keeps it blocked.
+
+    The supervisor starts every process of the run with SIGUSR1 blocked (backend/rundir/supervise.py), and a
+    process started from the main thread inherits that mask, through exec too: a DataLoader worker of the
+    `spawn` or `forkserver` context (a fresh interpreter, SIGUSR1's default action: die) or a helper process
+    keeps it blocked, so `kill -USR1 -- -PGID` or `scancel --signal=USR1` leaves them alone. The kernel gives
+    a signal sent to the process to the one thread that does not block it; Python runs the handler on the main
+    thread as always. One sent before this handler existed has waited, and is delivered now."""
+    def listen() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        threading.Event().wait()
+
+    threading.Thread(target=listen, name="workbench-sigusr1", daemon=True).start()
 
 
 class SaveAsks:
@@ -40,9 +57,7 @@ class SaveAsks:
             except (ValueError, OSError):  # not the main thread: the request file still works
                 continue
             if name == "SIGUSR1":
-                # the supervisor starts every process of the run with SIGUSR1 blocked (backend/rundir/supervise.py):
-                # one sent before this handler existed has waited, and is delivered now
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+                accept_usr1_on_own_thread()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signalled = signal.Signals(signum).name  # acted on at the end of the current step

@@ -14,8 +14,9 @@ folder's log, the folder's marker in its environment) and does, for every kind, 
    and an error there, a full disk, must not end the supervisor while its command runs on);
 2. records who keeps the folder (host, boot, pid + start time), unless a stop came first;
 3. starts the kind's command, with SIGUSR1 blocked (inherited through exec: a launcher, accelerate's or
-   torch elastic's, whose default action would be to die, never acts on it; the trainer unblocks it once its
-   handler is installed, and one sent before then waits for it), and waits for it, calling the kind's
+   torch elastic's, whose default action would be to die, never acts on it; the trainer lets it in on a thread
+   of its own once its handler is installed, so what it starts from its main thread, a spawned DataLoader
+   worker included, keeps it blocked; one sent before then waits for it), and waits for it, calling the kind's
    `tick` between looks (a run finds its real trainer process);
 4. waits for the stragglers that carry the folder's marker (torch elastic's workers sit in sessions
    of their own) and kills those left after a grace time;

@@ -128,3 +128,25 @@ def test_a_finished_run_whose_launcher_dies_at_shutdown_stays_finished_and_is_no
         "says failed): resuming would train past its end") in said, refused
     assert [c.name for c in run.checkpoints()] == ["checkpoint-2", "checkpoint-4"]
     assert run.read_state().status == "failed" and run.read_state().attempt == 1
+
+
+def test_sigusr1_to_the_trainer_s_process_group_with_a_spawned_data_loader_worker_saves_and_stops(
+        isolated_runs: Path, tmp_path: Path, tiny_model: Path) -> None:
+    """#34 (b): swift's data loader worker started by the `spawn` context runs a fresh interpreter, whose SIGUSR1
+    would kill it; `kill -USR1 -- -PGID` of the trainer's group reaches it too. The run saves and stops, and no
+    worker dies (no "DataLoader worker ... exited unexpectedly" in the log)."""
+    profile = quick_profile(tmp_path, training={"logging_steps": 1, "num_train_epochs": 1000.0, "max_steps": 100_000,
+                                                "save_steps": 100_000, "dataloader_num_workers": 1},
+                            extra_swift_args={"dataloader_multiprocessing_context": "spawn"})
+    run = find_run(workbench("run", str(profile), "--detach").stdout.strip().splitlines()[-1])
+    wait_for(lambda: any(e["step"] >= 3 for e in log_events(run)), timeout=240, what="step 3")
+    trainer = run.read_state().trainer_pid
+    assert trainer is not None and _is_trainer(trainer)
+    group = os.getpgid(trainer)
+    workers = [p for p in run_processes(run.path) if os.getpgid(p.pid) == group and p.pid != trainer
+               and "multiprocessing.spawn" in " ".join(_cmdline(p.pid))]
+    assert workers, "no spawned data loader worker in the trainer's process group"
+    os.killpg(group, signal.SIGUSR1)
+    _stopped_on_sigusr1(run)
+    log = (run.path / "output.log").read_text(encoding="utf-8", errors="replace")
+    assert "exited unexpectedly" not in log and "killed by signal" not in log
