@@ -8,23 +8,38 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
+from typer.testing import CliRunner
 
+from backend.cli import full_app
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.rundir import index
 from backend.watch import inbox
-from tests.timing import scaled
-
-REPO = Path(__file__).resolve().parents[2]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=scaled(120),
-                          cwd=REPO, env=os.environ.copy())
+@dataclass(frozen=True)
+class Said:
+    """What one `workbench` command printed and how it ended."""
+
+    stdout: str
+    stderr: str
+    returncode: int
+
+
+def _cli(*args: str) -> Said:
+    """`workbench ARGS` in this process (the commands, not a fresh interpreter, are the subject here); an
+    uncaught exception is written into stderr as the traceback a user would see."""
+    result = CliRunner().invoke(full_app(), list(args))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return Said(result.stdout, stderr, result.exit_code)
 
 
 def _run(workspace: Path, name: str, status: str, supervisor_pid: int | None, created: float,
