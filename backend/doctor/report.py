@@ -59,14 +59,31 @@ class Diagnosis:
         return mfu, (f"MFU {mfu:.1%} of {self.peak.name}'s {self.peak.tflops(self.precision):g} TFLOPS "
                      f"({self.precision}, datasheet){extra}")
 
+    def padded_tokens_per_second(self) -> float | None:
+        """Per process, during steps: what the matmuls spent on padding."""
+        lead = self.lead
+        return lead.padded_tokens / lead.in_steps if lead and lead.in_steps > 0 else None
+
     def lines(self) -> list[str]:
-        out = [f"doctor: run {self.run_id}"]
+        """What `workbench doctor RUN` prints."""
+        out = [f"doctor: run {self.run_id}", *self.measured_lines()]
+        if self.lead is None:
+            return out
+        active = self.numbered()
+        out.append("  verdicts:" if active else "  verdicts: none (no evidence of a fixable slowdown)")
+        for number, verdict in active:
+            hint = f"(`workbench doctor {self.run_id} --apply {number}` queues it)" if number else ""
+            out += [f"    {line}" for line in verdict_text(verdict, number, hint)]
+        return out + self.skipped_lines()
+
+    def measured_lines(self) -> list[str]:
+        """Where the step's time went, tokens real and padded, throughput, FLOPs per token and MFU."""
         lead = self.lead
         if lead is None:
-            return [*out, "  no step timed yet (the trainer writes step_time events at each log)",
+            return ["  no step timed yet (the trainer writes step_time events at each log)",
                     *[f"  {p}" for p in self.measured.problems]]
-        out.append(f"  time over {len(lead.step_seconds)} steps (rank {lead.rank}, {lead.wall:.2f} s in the loop, "
-                   f"{lead.clock} clock):")
+        out = [f"  time over {len(lead.step_seconds)} steps (rank {lead.rank}, {lead.wall:.2f} s in the loop, "
+               f"{lead.clock} clock):"]
         for part in PARTS:
             if lead.seconds[part] > 0:
                 out.append(f"    {PART_NAMES[part]:<28} {lead.seconds[part]:9.3f} s  {lead.share(part):6.1%}")
@@ -78,28 +95,28 @@ class Diagnosis:
         share = self.measured.padding_share
         out.append(f"  tokens: {self.measured.real_tokens:,} real, {self.measured.padded_tokens:,} padding"
                    + (f" ({share:.1%} of the batches)" if share is not None else ""))
-        speed = self.real_tokens_per_second()
+        speed, padded = self.real_tokens_per_second(), self.padded_tokens_per_second()
         if speed is not None:
-            out.append(f"  throughput: {speed:,.0f} real tokens/s per process during steps")
+            out.append(f"  throughput: {speed:,.0f} real tokens/s, {padded or 0:,.0f} padded tokens/s per process "
+                       "during steps")
         if self.flops is not None:
             out.append(f"  FLOPs: {self.flops.describe()} [{self.shape_note}]")
         out.append(f"  {self.mfu()[1]}")
-        active = [v for v in self.verdicts if v.skipped is None]
-        out.append("  verdicts:" if active else "  verdicts: none (no evidence of a fixable slowdown)")
+        return out
+
+    def numbered(self) -> list[tuple[int | None, Verdict]]:
+        """The verdicts found, each with its number for --apply (None: it changes nothing in the profile)."""
+        out: list[tuple[int | None, Verdict]] = []
         number = 0
-        for verdict in active:
-            if verdict.change:
-                number += 1
-            out.append(f"    {f'{number}.' if verdict.change else '-'} {verdict.said}")
-            out.append(f"       evidence: {verdict.evidence}")
-            out.append(f"       expect: {verdict.gain}")
-            if verdict.change:
-                out.append(f"       change: {verdict.change_text()}  (`workbench doctor {self.run_id} --apply "
-                           f"{number}` queues it)")
         for verdict in self.verdicts:
-            if verdict.skipped is not None:
-                out.append(f"  skipped: {verdict.said}: {verdict.skipped}")
-        return out + [f"  {p}" for p in self.measured.problems]
+            if verdict.skipped is None:
+                number += bool(verdict.change)
+                out.append((number if verdict.change else None, verdict))
+        return out
+
+    def skipped_lines(self) -> list[str]:
+        return [f"  skipped: {v.said}: {v.skipped}" for v in self.verdicts if v.skipped is not None] + [
+            f"  {p}" for p in self.measured.problems]
 
     def applicable(self) -> list[Verdict]:
         """The verdicts with a profile change, numbered from 1 as printed."""
@@ -125,6 +142,15 @@ class Diagnosis:
             "verdicts": [v.to_json() for v in self.verdicts],
             "problems": self.measured.problems,
         }
+
+
+def verdict_text(verdict: Verdict, number: int | None, hint: str = "") -> list[str]:
+    """One verdict as the doctor says it: the finding, its evidence, the gain it expects, the change."""
+    out = [f"{f'{number}.' if number else '-'} {verdict.said}", f"   evidence: {verdict.evidence}",
+           f"   expect: {verdict.gain}"]
+    if verdict.change:
+        out.append(f"   change: {verdict.change_text()}" + (f"  {hint}" if hint else ""))
+    return out
 
 
 def run_settings(run: RunFolder) -> RunSettings:

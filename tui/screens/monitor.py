@@ -82,6 +82,8 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         Binding("t", "chat", "Chat", id="monitor-chat", tooltip="Chat with the best checkpoint (or its merged model), tokens streaming"),
         Binding("c", "toggle_scoreboard", "Checkpoints", id="monitor-checkpoints",
                 tooltip="The checkpoint scoreboard in place of the log: best marked *, enter chats, m merges, p pins"),
+        Binding("d", "doctor", "Doctor", show=False, id="monitor-doctor",
+                tooltip="Why is it slow: where each step's time goes, tokens/s, MFU, and the change that would help"),
         Binding("i", "next_interval", "Interval", show=False, id="monitor-interval",
                 tooltip="Update interval: 0.5 / 1 / 2 / 5 / 10 s (a longer one sends less over a slow link)"),
         Binding("b", "toggle_low_bandwidth", "Low bw", show=False, id="monitor-low-bandwidth",
@@ -395,6 +397,11 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     @on(ScoreboardPanel.MergeAsked)
     def _merge_row(self, event: ScoreboardPanel.MergeAsked) -> None:
         self.action_merge(event.step)
+
+    def action_doctor(self) -> None:
+        from tui.widgets.doctor_panel import DoctorPanel  # built on first use (#38)
+
+        DoctorPanel.toggle_in(self, self.feed.run.path, before=self.query_one(Footer))
 
     def action_next_panel(self) -> None:
         order = ("",) + PANELS
