@@ -92,7 +92,12 @@ def test_the_longest_batch_lands_at_the_step_the_seed_puts_it(
     assert line.startswith(f"longest batch at step 6 of 12: {tokens[6]:,} tokens")  # swift's length, measured
     memory = {step: pair[1] for step, pair in steps.items()}
     print(f"peak RSS per step (MiB): {[round(memory[step] / 2**20, 1) for step in sorted(memory)]}")  # pytest -rP
-    assert memory[6] > memory[5] and memory[6] == max(memory.values()), memory  # the measured peak lands there
+    # the measured peak lands there: step 6 raises the peak RSS most (about 20 MiB, the others under 1 MiB), and no
+    # later step passes it by a tenth of that (the allocator keeps part of the long batch's pages: the steps after
+    # it start from there)
+    rises = {step: memory[step] - memory[step - 1] for step in range(2, 13)}
+    assert max(rises, key=lambda step: rises[step]) == 6, memory
+    assert max(memory.values()) - memory[6] < rises[6] / 10, memory
 
 
 def test_a_leak_at_every_step_is_alerted_as_creep_with_its_rate(
