@@ -56,6 +56,10 @@ class WorkbenchApp(WorkerFailures, App[None]):
         `low_bandwidth`: the monitor draws sparklines instead of braille plots (key b toggles it);
         `alert_seconds`: how often the toaster looks for new alerts of any run."""
         collector.pause_until_first_frame()  # until on_ready (or on_unmount)
+        # the first screen is the start mode's own, built as the app composes: no default screen switched away
+        # from at mount, which styled the whole new screen a second time before the first frame (Textual reads
+        # DEFAULT_MODE, a class variable, in App.__init__: this app's start mode is per instance)
+        self.DEFAULT_MODE = start_mode  # type: ignore[misc]
         super().__init__()
         from backend.cli.wiring import install
 
@@ -66,7 +70,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         self.refresh_seconds = refresh_seconds
         self.low_bandwidth = low_bandwidth
         self.alert_seconds = alert_seconds
-        self.alert_toaster: AlertToaster | None = None  # started on mount
+        self.alert_toaster: AlertToaster | None = None  # started after the first frame
         self.launch_screen: LaunchScreen | None = None
         self.first_frame_shown = False
         # widgets and screens whose last worker failed, held weakly: a screen popped since is not kept alive
@@ -96,15 +100,8 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     def on_mount(self) -> None:
         start_log()
-        from backend.oracle import start_warm
-
-        start_warm()  # the library questions of this run share one warm child (its imports kept)
-        from tui.widgets.alerts_panel import start_alert_toasts
-
-        self.alert_toaster = start_alert_toasts(self, self.alert_seconds)  # a toast for each new alert of any run (#15)
         self.terminal_pace.start()
         exit_when_the_terminal_is_gone(self)  # no busy loop on a closed terminal that sent no SIGHUP
-        self.switch_mode(self.start_mode)
 
     def on_unmount(self) -> None:
         collector.first_frame_drawn()  # the collector back on, had the app ended before its first frame
@@ -113,9 +110,16 @@ class WorkbenchApp(WorkerFailures, App[None]):
         stop_warm()  # the warm child ends with the app (it would also end with this process)
 
     def on_ready(self) -> None:
-        """The first frame is on screen: now the launch screen may start its slower work."""
+        """The first frame is on screen: now the app and the launch screen may start their slower work."""
         self.first_frame_shown = True
         collector.first_frame_drawn()
+        # what the first frame does not show starts now, not beside it (a thread, a child process, imports)
+        from backend.oracle import start_warm
+
+        start_warm()  # the library questions of this run share one warm child (its imports kept)
+        from tui.widgets.alerts_panel import start_alert_toasts
+
+        self.alert_toaster = start_alert_toasts(self, self.alert_seconds)  # a toast for each new alert of any run (#15)
         if self.launch_screen is not None:
             self.launch_screen.after_first_frame()
 

@@ -108,10 +108,13 @@ async def test_the_first_showing_of_a_screen_parses_no_stylesheet_again(isolated
         assert reparsed == []
 
 
-async def test_the_start_up_collects_no_garbage_before_its_first_frame(
+async def test_the_start_up_collects_no_garbage_and_runs_nothing_beside_its_first_frame(
         isolated_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the first frame: no garbage collection, and no worker (the alerts' reads, the launch screen's
+    hardware detection) competing with it for the two cores; all of it starts once the frame is drawn."""
     collections: list[int] = []
     at_first_frame: list[list[int]] = []
+    workers_at_first_frame: list[list[str]] = []
     drawn = collector.first_frame_drawn
 
     def count(phase: str, info: dict[str, int]) -> None:
@@ -120,15 +123,17 @@ async def test_the_start_up_collects_no_garbage_before_its_first_frame(
 
     def first_frame_drawn() -> None:
         at_first_frame.append(list(collections))
+        workers_at_first_frame.append([worker.description for worker in app.workers])
         drawn()
 
     monkeypatch.setattr(collector, "first_frame_drawn", first_frame_drawn)
     gc.callbacks.append(count)
     try:
-        app = WorkbenchApp(QUICKSTART, hardware=CPU_BOX)
+        app = WorkbenchApp(QUICKSTART)
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_for(pilot, lambda: app.first_frame_shown, what="the first frame")
             assert gc.isenabled() and gc.get_threshold() == (collector.YOUNG_OBJECTS, *collector.OLDER_PASSES)
     finally:
         gc.callbacks.remove(count)
     assert at_first_frame[:1] == [[]]  # no collection between the app's start and its first frame
+    assert workers_at_first_frame[:1] == [[]]

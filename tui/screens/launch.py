@@ -156,6 +156,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         if self._started or not self.is_mounted:
             return
         self._started = True
+        self.form.after_first_frame()
         if self.hardware is None:
             self._detect_hardware()
         self._follow()

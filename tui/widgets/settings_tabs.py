@@ -181,6 +181,12 @@ class SettingsTabs(Vertical):
 
     def on_mount(self) -> None:
         self.watch_hardware()
+        if getattr(self.app, "first_frame_shown", True):  # else the launch screen calls after_first_frame
+            self._load_schema()
+
+    def after_first_frame(self) -> None:
+        """Swift's defaults are read (and the unset fields' hints built) once the first frame is drawn, not
+        beside it (#41)."""
         self._load_schema()
 
     def watch_hardware(self) -> None:
