@@ -65,7 +65,7 @@ CASES = (
          "with 22 GB/GPU ... sequence length of 3072 and a batch size of 1'; LoRA r=16 all-linear, SDPA)",
          "llama3_3_70b", 22 * 10**9 / GIB,
          dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
-              lora_dropout=0.05, attn_implementation="sdpa")),
+              lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16")),
     Case("Unsloth HF+FA2 Llama-3.3-70B QLoRA, 6,916 tokens on 80 GB", "github.com/unslothai/unsloth README, "
          "'Llama 3.3 (70B) max. context length', Hugging Face + FA2", "llama3_3_70b", 80,
          dict(UNSLOTH_8B, max_length=6_916)),

@@ -200,6 +200,7 @@ def _notes(shape: ModelShape, req: EstimateRequest) -> tuple[str, ...]:
             notes.append("QLoRA: fused expert tensors are not nn.Linear, so bitsandbytes leaves them in 16 bits")
     if req.max_length > (shape.max_position_embeddings or req.max_length):
         notes.append(f"max_length {req.max_length} exceeds max_position_embeddings {shape.max_position_embeddings}")
-    if req.distribution == "fsdp" and req.is_adapter and req.mixed_precision:
-        notes.append("FSDP + LoRA: if accelerate upcasts whole units to fp32, frozen weights cost more than shown")
+    if t.fsdp_keeps_4bit_whole(req):
+        notes.append("FSDP2 does not shard 4-bit weights packed as uint8 (accelerate leaves them out): every GPU "
+                     "holds all of them, CPU offload or not; bnb_4bit_quant_storage = bfloat16 shards them")
     return tuple(notes)

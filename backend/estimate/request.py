@@ -17,6 +17,8 @@ TUNERS = ("full", "lora", "qlora")
 PRECISIONS = ("fp32", "fp16", "bf16")
 DISTRIBUTIONS = ("single", "ddp", "fsdp", "deepspeed")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+FSDP_VERSIONS = (1, 2)
+QUANT_STORAGES = ("uint8", "fp32", "fp16", "bf16")
 ZERO_STAGES = (0, 1, 2, 3)
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 OPTIMIZERS = ("adamw", "adamw_foreach", "paged_adamw_32bit")
@@ -47,6 +49,9 @@ class EstimateRequest:
       `use_logits_to_keep` computes them only where labels != -100); 1.0 = all (safe side).
     eval_batch_size: sequences per device in evaluation; None = batch_size.
     fsdp_state_dict_type: how FSDP checkpoints are gathered (FULL_STATE_DICT: all on rank 0's host RAM).
+    fsdp_version: 1 = FullyShardedDataParallel (flat parameters), 2 = fully_shard (per-parameter DTensors).
+    bnb_4bit_quant_storage: the dtype bitsandbytes packs 4-bit weights in; None = uint8 (transformers'
+      BitsAndBytesConfig default). Under FSDP2 a uint8-packed weight is not sharded (backend/estimate/terms.py).
     upcast_non_quantized: QLoRA with PEFT's `prepare_model_for_kbit_training` (not ms-swift's way): every
       non-quantised weight (embeddings, lm_head, norms) in fp32, and so fp32 logits held by the output.
     trains_on_cpu: the device is the host: its terms (less CUDA's) are host RAM (backend/estimate/cpu_host.py).
@@ -63,10 +68,12 @@ class EstimateRequest:
     adapter_dtype: str | None = None
     quant_bits: int = 4
     double_quant: bool = True
+    bnb_4bit_quant_storage: str | None = None
     precision: str = "bf16"
     torch_dtype: str | None = None
     distribution: str = "single"
     fsdp_strategy: str = "FULL_SHARD"
+    fsdp_version: int = 1
     zero_stage: int = 2
     offload: bool = False
     offload_param: bool | None = None
@@ -177,6 +184,9 @@ def _validate(req: EstimateRequest) -> None:
         _choice("adapter_dtype", req.adapter_dtype, tuple(DTYPE_BYTES))
     _choice("distribution", req.distribution, DISTRIBUTIONS)
     _choice("fsdp_strategy", req.fsdp_strategy, FSDP_STRATEGIES)
+    _choice("fsdp_version", req.fsdp_version, FSDP_VERSIONS)
+    if req.bnb_4bit_quant_storage is not None:
+        _choice("bnb_4bit_quant_storage", req.bnb_4bit_quant_storage, QUANT_STORAGES)
     _choice("zero_stage", req.zero_stage, ZERO_STAGES)
     _choice("optimizer", req.optimizer, OPTIMIZERS)
     _choice("attn_implementation", req.attn_implementation, ATTN_IMPLEMENTATIONS)

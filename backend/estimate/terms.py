@@ -5,7 +5,8 @@ Conventions (the README section explains the why):
 * Bytes per *trainable* parameter = weight + gradient + fp32 master + two AdamW moments:
   - DeepSpeed, 16-bit mixed precision: 2 + 2 + 4 + 8 = 16 (the ZeRO paper's K=12 convention,
     the seed's 16 Phi);
-  - FSDP under mixed precision: accelerate upcasts trainable flat parameters to fp32, so
+  - FSDP under mixed precision: accelerate upcasts trainable flat parameters to fp32 (FSDP2 not in a
+    4-bit model: the adapters keep their dtype), so
     4 + 4 + 0 + 8 = 16, plus 16-bit unsharded copies counted as sharding working memory;
   - plain PyTorch (single / DDP): the optimizer keeps states in the parameter's dtype, so
     pure bf16 full fine-tuning is 2 + 2 + 0 + 4 = 8, fp32 weights are 16, and fp32 weights
@@ -77,14 +78,21 @@ def state_bytes(req: EstimateRequest) -> StateBytes:
     if req.distribution == "deepspeed":
         # the engine casts the module to 16-bit and keeps an fp32 master copy for the optimizer
         return StateBytes(2, 2, 4, 8) if req.mixed_precision else StateBytes(4, 4, 0, 8)
-    upcast = req.distribution == "fsdp" and req.mixed_precision
+    # accelerate upcasts trainable parameters to fp32 under mixed precision: FSDP1 every flat parameter that
+    # requires grad (accelerator.py, prepare_model), FSDP2 likewise unless the model holds Params4bit
+    # (fsdp_utils.py, fsdp2_prepare_model: `not model_has_params4bit`). Frozen weights are never upcast: for a
+    # PEFT model the Trainer swaps in PEFT's fsdp_auto_wrap_policy (transformers/distributed/fsdp.py,
+    # update_fsdp_plugin_peft), which wraps each trainable leaf (a LoRA Linear) as its own unit, so no flat
+    # parameter mixes frozen and trainable weights (swift keeps transformers' training loop)
+    fsdp_mixed = req.distribution == "fsdp" and req.mixed_precision
+    upcast = fsdp_mixed and not (req.fsdp_version == 2 and req.tuner == "qlora" and req.quant_bits == 4)
     if upcast:
         stored = 4
     elif req.is_adapter:
         stored = DTYPE_BYTES[req.adapter_dtype or "fp32"]
     else:
         stored = DTYPE_BYTES[req.weight_dtype]
-    autocast = 2 if (req.mixed_precision and stored == 4 and not upcast) else 0
+    autocast = 2 if (req.mixed_precision and stored == 4 and not fsdp_mixed) else 0
     moments = 8 if req.optimizer == "paged_adamw_32bit" else 2 * stored
     return StateBytes(stored, stored, 0, moments, autocast)
 
@@ -135,6 +143,18 @@ def lora_params_per_layer(shape: ModelShape, req: EstimateRequest) -> int:
 def lora_params(shape: ModelShape, req: EstimateRequest) -> int:
     """PEFT's count when transformers answered for these targets, else r * (in + out) per targeted linear."""
     return shape.lora_params(req.lora_rank, req.resolved_targets)
+
+
+def fsdp_keeps_4bit_whole(req: EstimateRequest) -> bool:
+    """FSDP2 leaves uint8-packed 4-bit weights out of sharding: accelerate's fsdp2_prepare_model
+    (accelerate/utils/fsdp_utils.py) adds every frozen Params4bit that is not floating point to fully_shard's
+    `ignored_params` ("Excluding from FSDP2 sharding to prevent quant_state corruption"), which fully_shard
+    neither shards nor moves (torch/distributed/fsdp/_fully_shard/_fully_shard.py, its docstring): every GPU
+    holds all of them where bitsandbytes quantised them, on the GPU, CPU offload or not, and no unit's
+    all-gather carries them. Packed in a float dtype (bnb_4bit_quant_storage) they are sharded like any
+    parameter; FSDP1 flattens them (it needs one dtype per flat parameter, so a float storage)."""
+    return (req.distribution == "fsdp" and req.fsdp_version == 2 and req.tuner == "qlora" and req.quant_bits == 4
+            and req.bnb_4bit_quant_storage in (None, "uint8"))
 
 
 def quantized_weight_bytes(inv: ParamInventory, req: EstimateRequest) -> float:
@@ -202,6 +222,9 @@ def model_state_terms(inv: ParamInventory, req: EstimateRequest) -> tuple[dict[s
         "adapter_weights": inv.trainable * sb.weight / sh.params if req.is_adapter else 0.0,
     }
     (host if sh.params_on_host else gpu).update(weights)
+    if fsdp_keeps_4bit_whole(req):
+        host.pop("weights_quantized", None)
+        gpu["weights_quantized"] = quantized_weight_bytes(inv, req)
     gpu["quant_constants"] = quant_constant_bytes(inv, req)
     optim = {"master_weights": inv.trainable * sb.master / sh.optim,
              "optimizer_states": inv.trainable * sb.moments / sh.optim}
@@ -235,7 +258,8 @@ def unit_sizes(shape: ModelShape, req: EstimateRequest) -> UnitSizes:
     lora = lora_params_per_layer(shape, req) if req.is_adapter else 0
     if req.tuner == "qlora":
         quant = shape.linear_weight_params_per_layer
-        layer = quant * (NF4_BYTES if req.quant_bits == 4 else 1) + c * (shape.params_per_layer - quant + lora)
+        gathered_quant = 0.0 if fsdp_keeps_4bit_whole(req) else quant * (NF4_BYTES if req.quant_bits == 4 else 1)
+        layer = gathered_quant + c * (shape.params_per_layer - quant + lora)
     else:
         layer = c * (shape.params_per_layer + lora)
     root_params = shape.embedding_params + shape.lm_head_params + shape.final_norm_params
