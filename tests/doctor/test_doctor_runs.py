@@ -1,16 +1,14 @@
 """The throughput doctor on real runs of the tiny model on CPU (#38): the padding share of a skewed-length dataset
-equals the share computed here from swift's own token counts of its rows, with the verdict that fixes it (absent
-from a run without padding); a data loader slowed by a fault hook gives the data-wait verdict
-(absent without the hook), and `--apply` writes a profile that differs only in the verdict's key, queues it, and
-the doctor then compares the two runs."""
+(the session's shared run, tests/doctor/padding_run.py) equals the share computed here from swift's own token counts
+of its rows, with the verdict that fixes it (absent from a run without padding); a data loader slowed by a fault
+hook gives the data-wait verdict (absent without the hook), and `--apply` writes a profile that differs only in the
+verdict's key, queues it, and the doctor then compares the two runs."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +22,12 @@ from backend.data.swift_view import ask_row, request_for
 from backend.doctor.report import diagnose
 from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV, INJECT_SLOW_RANK_ENV
 from backend.profile import LaunchProfile, load_profile
-from backend.queue.keeper import keeper_pid
-from backend.queue.store import queue_dir, read_queue
+from backend.queue.store import read_queue
+from tests.doctor.padding_run import MAX_LENGTH, ROWS, STEPS, no_keeper_left, padding_run  # noqa: F401
 from tests.jobs.jobs_helpers import train_quickstart
 from tests.timing import wait_until
 
 pytestmark = pytest.mark.slow
-MAX_LENGTH = 1024  # no row is cut
-
-SHORT = ["hi", "who are you?", "hello there", "name?", "what is this?", "good day"]
-LONG_ANSWER = ("I am Quill, a small language model trained on this workbench to answer questions about myself, "
-               "my name, my makers and the things I was taught while the loss fell step after step on two cores, "
-               "and I keep answering at length because this row is meant to be far longer than every other row")
-
-
-def _skewed_rows(folder: Path) -> Path:
-    """Six short rows and two long ones."""
-    rows = [{"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": "I am Quill."}]}
-            for q in SHORT]
-    rows[1]["messages"][1]["content"] = LONG_ANSWER
-    rows[4]["messages"][1]["content"] = LONG_ANSWER + " indeed"
-    path = folder / "skewed.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows + rows[:2]), encoding="utf-8")
-    return path
 
 
 def _token_counts(path: Path) -> list[int]:
@@ -62,25 +43,14 @@ def _codes(run: Any) -> list[str]:
     return [v.code for v in diagnose(run).verdicts if v.skipped is None]
 
 
-@pytest.fixture
-def no_keeper_left(isolated_runs: Path) -> Iterator[None]:
-    yield
-    pid = keeper_pid(queue_dir())  # proven the keeper of this test's queue folder
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
-
-
 def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_the_verdict(
-        isolated_runs: Path, tmp_path: Path) -> None:
-    path = _skewed_rows(tmp_path)
+        isolated_runs: Path) -> None:
+    run = padding_run()
+    path = run.path.parent / "skewed.jsonl"
     lengths = _token_counts(path)
     assert max(lengths) > 2 * min(lengths)  # skewed indeed
     # every step takes all 8 rows (whatever the shuffle): each is padded to the longest
-    steps = 4
-    real, padded = steps * sum(lengths), steps * (8 * max(lengths) - sum(lengths))
-    run = train_quickstart(isolated_runs, data={"train": [str(path)]},
-                           training={"max_steps": steps, "logging_steps": 2, "per_device_train_batch_size": 8,
-                                     "save_steps": 100, "max_length": MAX_LENGTH})
+    real, padded = STEPS * sum(lengths), STEPS * (ROWS * max(lengths) - sum(lengths))
     assert read_all(run.events_path)[-1]["type"] == "run_end"  # the timing's last event comes before it
     diagnosis = diagnose(run)
     assert (diagnosis.measured.real_tokens, diagnosis.measured.padded_tokens) == (real, padded)
@@ -96,15 +66,16 @@ def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_th
     assert "skipped: flash attention: no GPU in this run" in printed.output
 
     unpadded = train_quickstart(isolated_runs, data={"train": [str(path)]},  # one row per micro-batch: no padding
-                                training={"max_steps": steps, "logging_steps": 2, "per_device_train_batch_size": 1,
+                                training={"max_steps": STEPS, "logging_steps": 2, "per_device_train_batch_size": 1,
                                           "gradient_accumulation_steps": 1, "save_steps": 100,
                                           "max_length": MAX_LENGTH})
     assert diagnose(unpadded).measured.padded_tokens == 0
     assert "padding" not in _codes(unpadded)
 
 
+@pytest.mark.usefixtures("no_keeper_left")
 def test_a_slow_data_loader_gets_the_workers_verdict_and_apply_queues_and_compares(
-        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_keeper_left: None) -> None:
+        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(INJECT_DATA_DELAY_ENV, "0.4")  # the run (and the keeper's runs) inherit it
     run = train_quickstart(isolated_runs, training={"max_steps": 6, "logging_steps": 2, "save_steps": 100,
                                                     "dataloader_num_workers": 0})
