@@ -236,7 +236,18 @@ def model_state_terms(inv: ParamInventory, req: EstimateRequest) -> tuple[dict[s
     else:
         (host if sh.grads_on_host else gpu)["gradients"] = inv.trainable * sb.grad / sh.grads
     gpu["autocast_copies"] = inv.trainable * sb.autocast_copy
+    if req.distribution == "fsdp" and req.offload and req.fsdp_version == 1:
+        host["pinned_buffers"] = fsdp1_frozen_grad_buffer_bytes(inv, req, sh)
     return gpu, host
+
+
+def fsdp1_frozen_grad_buffer_bytes(inv: ParamInventory, req: EstimateRequest, sh: Sharding) -> float:
+    """FSDP1 with CPU offload pins a gradient buffer the size of every flat parameter's shard in host RAM,
+    frozen ones included (torch/distributed/fsdp/_flat_param.py, FlatParamHandle.init_flat_param_attributes:
+    `flat_param._cpu_grad = torch.zeros_like(flat_param._local_shard, device=cpu_device).pin_memory()`, whatever
+    requires_grad). The trainable ones' buffers are their gradients (counted there); this is the frozen rest."""
+    frozen = inv.frozen_dense * frozen_weight_bytes(req) + quantized_weight_bytes(inv, req)
+    return frozen / sh.params
 
 
 # ---------------------------------------------------------------- sharding working memory

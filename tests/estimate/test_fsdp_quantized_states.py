@@ -107,3 +107,23 @@ def test_workbench_estimate_on_an_fsdp2_profile_shows_the_whole_4bit_weights_and
     sharded = json.loads(run('bnb_4bit_quant_storage = "bfloat16"\n', "--json"))
     assert sharded["breakdown"]["weights_quantized"] == PER_GPU_4BIT
     assert not any("FSDP2 does not shard" in note for note in sharded["notes"])
+
+
+def test_fsdp1_cpu_offload_pins_a_gradient_buffer_for_every_frozen_shard_in_host_ram() -> None:
+    def host(version: int) -> dict[str, int]:
+        request = EstimateRequest(
+            tuner="qlora",
+            distribution="fsdp",
+            num_gpus=4,
+            max_length=16,
+            offload=True,
+            fsdp_version=version,
+            bnb_4bit_quant_storage="bf16",
+        )
+        return estimate(shape_from_config(TINY), request).phase("steady_step").host
+
+    # each process's frozen shard: embeddings + lm_head + norms 33,088 * 2 bytes / 4 = 16,544 and the 4-bit
+    # linears 40,960 / 4 = 10,240 -> 26,784; FSDP1 pins a gradient buffer of that size beside it, on 4 processes
+    assert host(1)["pinned_buffers"] == 4 * 26_784  # 107,136
+    assert host(1)["weights"] == 4 * 16_544
+    assert host(2)["pinned_buffers"] == 0  # FSDP2 moves a gradient to the host only when one is made
