@@ -4,8 +4,10 @@ A test is slow, marked or not (tests/conftest.py applies this at collection), wh
 - needs one of the session's real trainings (`SHARED_TRAININGS`), or
 - needs a fixture that asks swift or transformers in a child, or imports them here (`LIBRARY_FIXTURES`), or
 - is listed in `SLOW_TESTS` (a module, or one test of it): what starts such a child itself (validate's swift
-  build, swift's parser, registry or data view, torch's names), opens the launch workspace (its form is
-  validated by swift in the app's warm child), or drives a real terminal (a pty, tmux).
+  build, swift's parser, registry or data view, torch's names) or imports swift here, opens the launch
+  workspace (its form is validated by swift in the app's warm child), or drives a real terminal (a pty, tmux).
+Swift's argument schema (`require_schema`) is one child a session, cached for every worker: the import and
+flag tests that read it stay quick.
 Each of these costs seconds to a minute (a cold import of swift is several seconds on two cores); the quick
 tier measured in bench/RESULTS.md ("The quick tier") is what is left.
 """
@@ -26,6 +28,7 @@ LIBRARY_FIXTURES = frozenset(
 )
 
 LIBRARY_CHILD = "asks swift, transformers or torch in a child"
+LIBRARY_IMPORT = "imports swift in the test process"
 LAUNCH_WORKSPACE = "opens the launch workspace (validated by swift in the app's warm child)"
 REAL_TERMINAL = "drives the real TUI in a terminal (a pty or tmux)"
 
@@ -45,6 +48,16 @@ SLOW_TESTS: dict[str, str] = {
     "tests/faults/test_round3_low.py::test_show_never_prints_a_hub_token_given_in_extra_args": LIBRARY_CHILD,
     "tests/estimate/test_estimate_exact.py::test_first_shape_asks_a_child_then_the_cache_answers": LIBRARY_CHILD,
     "tests/estimate/test_moe_all_linear_warning.py::test_all_linear_on_mixtral": LIBRARY_CHILD,
+    "tests/test_swift_args.py::test_every_shipped_profile_is_accepted_by_swifts_parser": LIBRARY_CHILD,
+    "tests/test_private_internals.py::test_swift_eval_lists_opencompass": LIBRARY_IMPORT,
+    "tests/faults/test_3_output_dir.py::test_validate_names_the_run_that_owns_the_output_dir": LIBRARY_CHILD,
+    "tests/faults/test_3_output_dir.py::test_validate_refuses_an_output_dir_holding_someone_elses": LIBRARY_CHILD,
+    "tests/faults/test_round3_flag_values.py::test_validate_masks_every_smuggled_secret": LIBRARY_CHILD,
+    "tests/watch/test_user_notify_file.py::test_launch_and_the_validate_command_refuse_it": LIBRARY_CHILD,
+    "tests/estimate/test_estimate_cli.py::test_profile_with_cli_overrides": LIBRARY_CHILD,
+    "tests/estimate/test_estimate_exact.py::test_parameter_count_from_transformers_matches": LIBRARY_CHILD,
+    "tests/estimate/test_estimate_exact.py::test_unknown_architecture_is_answered_as_data": LIBRARY_CHILD,
+    "tests/test_import_dialog.py::test_launch_workspace_imports_a_command": LAUNCH_WORKSPACE,
     "tests/tui/test_launch_": LAUNCH_WORKSPACE,  # every tests/tui/test_launch_*.py
     "tests/tui/test_hostile_names.py::test_launch_workspace_views": LAUNCH_WORKSPACE,
     "tests/tui/test_dataset_tab.py": LAUNCH_WORKSPACE,
