@@ -10,6 +10,10 @@ said more), then the mean of the absolute errors, the largest, and the worst und
     .venv/bin/python bench/memory_truth.py            # the planner in this tree
     PYTHONPATH=/tmp/old-g .venv/bin/python bench/memory_truth.py   # another tree's planner
 
+One case measures host RAM, not the GPU: philschmid's FSDP-QLoRA + CPU offload notebook gives "127 GB CPU RAM"
+beside its "22 GB/GPU" (the node's four processes; the planner's host peak per node). It is printed apart and
+kept out of the GPU figures' mean, max and worst.
+
 Not used, and why: LLaMA-Factory's "hardware requirement" table is a rule of thumb per size class, not a
 measurement; ms-swift's FSDP-QLoRA 70B script header ("2 GPU * 24G") names the cards, not a peak.
 """
@@ -36,6 +40,7 @@ class Case:
     model: str  # fixture folder under tests/estimate/fixtures
     measured_gib: float
     request: dict[str, Any] = field(default_factory=dict)
+    host: bool = False  # the measurement is the node's host RAM, not one GPU's peak
 
 
 UNSLOTH = "github.com/unslothai/unsloth README, 'Llama 3.1 (8B) max. context length', Hugging Face + FA2"
@@ -66,6 +71,12 @@ CASES = (
          "llama3_3_70b", 22 * 10**9 / GIB,
          dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
               lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16")),
+    Case("host RAM: FSDP QLoRA + CPU offload x4, Llama-3-70B", "philschmid/deep-learning-pytorch-huggingface "
+         "training/fsdp-qlora-distributed-llama3.ipynb ('... with 22 GB/GPU and 127 GB CPU RAM with a sequence "
+         "length of 3072 and a batch size of 1')", "llama3_3_70b", 127 * 10**9 / GIB,
+         dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
+              lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16"),
+         host=True),
     Case("Unsloth HF+FA2 Llama-3.3-70B QLoRA, 6,916 tokens on 80 GB", "github.com/unslothai/unsloth README, "
          "'Llama 3.3 (70B) max. context length', Hugging Face + FA2", "llama3_3_70b", 80,
          dict(UNSLOTH_8B, max_length=6_916)),
@@ -82,7 +93,9 @@ def forecast_gib(case: Case) -> tuple[float, list[str]]:
     known = {f.name for f in fields(EstimateRequest)}
     shape = shape_from_config_dir(FIXTURES / case.model)
     request = EstimateRequest(**{k: v for k, v in case.request.items() if k in known})
-    return estimate(shape, request).per_device_total_bytes / GIB, sorted(set(case.request) - known)
+    result = estimate(shape, request)
+    peak = result.host_total_bytes if case.host else result.per_device_total_bytes
+    return peak / GIB, sorted(set(case.request) - known)
 
 
 def main() -> int:
@@ -94,7 +107,8 @@ def main() -> int:
     for case in CASES:
         ours, unknown = forecast_gib(case)
         error = (ours - case.measured_gib) / case.measured_gib * 100
-        errors.append((error, case))
+        if not case.host:
+            errors.append((error, case))
         left_out = f"  (not in this planner: {', '.join(unknown)})" if unknown else ""
         print(f"{case.name:<58} {case.measured_gib:>8.1f}G {ours:>8.1f}G {error:>+7.1f}%{left_out}")
     mean = sum(abs(e) for e, _ in errors) / len(errors)
