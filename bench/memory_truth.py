@@ -48,6 +48,9 @@ UNSLOTH = "github.com/unslothai/unsloth README, 'Llama 3.1 (8B) max. context len
 # and norms to fp32 (so the logits come out fp32 and stay held by the output); ms-swift does not do that
 UNSLOTH_8B = dict(tuner="qlora", lora_rank=32, lora_dropout=0.0, attn_implementation="flash_attn",
                   upcast_non_quantized=True)
+# accelerate's FSDP1 config in the notebook, bnb_4bit_quant_storage=bfloat16 (FSDP1 needs a float storage)
+PHILSCHMID_70B = dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
+                      lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16")
 
 CASES = (
     Case("ms-swift full, Qwen2-7B, 1 GPU", "ms-swift examples/train/full/train.sh ('# 76GiB'; rows < 512 "
@@ -69,13 +72,11 @@ CASES = (
          "training/fsdp-qlora-distributed-llama3.ipynb ('FSDP + Q-Lora + CPU offloading needs 4x24GB GPUs, "
          "with 22 GB/GPU ... sequence length of 3072 and a batch size of 1'; LoRA r=16 all-linear, SDPA)",
          "llama3_3_70b", 22 * 10**9 / GIB,
-         dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
-              lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16")),
+         PHILSCHMID_70B),
     Case("host RAM: FSDP QLoRA + CPU offload x4, Llama-3-70B", "philschmid/deep-learning-pytorch-huggingface "
          "training/fsdp-qlora-distributed-llama3.ipynb ('... with 22 GB/GPU and 127 GB CPU RAM with a sequence "
          "length of 3072 and a batch size of 1')", "llama3_3_70b", 127 * 10**9 / GIB,
-         dict(tuner="qlora", distribution="fsdp", num_gpus=4, offload=True, max_length=3072, lora_rank=16,
-              lora_dropout=0.05, attn_implementation="sdpa", fsdp_version=1, bnb_4bit_quant_storage="bf16"),
+         PHILSCHMID_70B,
          host=True),
     Case("Unsloth HF+FA2 Llama-3.3-70B QLoRA, 6,916 tokens on 80 GB", "github.com/unslothai/unsloth README, "
          "'Llama 3.3 (70B) max. context length', Hugging Face + FA2", "llama3_3_70b", 80,
