@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from backend.importing.swift_flags import ImportError_, import_script
 from backend.launch.command import build_launch
 from backend.launch.swift_schema import SwiftSchema, require_schema, swift_parse
 from tests.fakes import gpu_box
-from tests.timing import scaled
+from tests.faults.helpers import cli
 
 # the workbench passes its own value for these (run folder, event plugin, logging): not compared
 MANAGED = {"output_dir", "external_plugins", "callbacks", "add_version", "check_model", "report_to", "logging_dir"}
@@ -265,18 +263,16 @@ def test_cli_exit_2_writes_nothing_and_lists_commands(tmp_path: Path, schema: Sw
     script = tmp_path / "train.sh"
     script.write_text("swift sft --model a --dataset d\nswift sft --model b --dataset d\n")
     out = tmp_path / "p.toml"
-    done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script), "-o", str(out)],
-                          capture_output=True, text=True, timeout=scaled(120))
-    assert done.returncode == 2 and not out.exists()
+    done = cli("import", str(script), "-o", str(out))  # in this process: the command, not an interpreter, is tested
+    assert done.exit_code == 2 and not out.exists()
     assert "[1] line 1: swift sft --model a --dataset d" in done.stderr
     assert "[2] line 2: swift sft --model b --dataset d" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "backend.cli", "import", str(script), "-o", str(out),
-                           "--command", "2"], capture_output=True, text=True, timeout=scaled(120))
-    assert done.returncode == 0, done.stderr
+    done = cli("import", str(script), "-o", str(out), "--command", "2")
+    assert done.exit_code == 0, done.stderr
     assert 'source = "b"' in out.read_text()
-    done = subprocess.run([sys.executable, "-m", "backend.cli", "import", "-"], input="swift sft --model c "
-                          "--dataset d --use_liger_kernal true", capture_output=True, text=True, timeout=scaled(120))
-    assert done.returncode == 2 and "use_liger_kernel" in done.stderr and "nothing was written" in done.stderr
+    done = cli("import", "-", input="swift sft --model c --dataset d --use_liger_kernal true")
+    assert done.exit_code == 2 and "use_liger_kernel" in done.stderr and "nothing was written" in done.stderr
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
 
 
 def test_launcher_details_are_carried(schema: SwiftSchema) -> None:

@@ -7,8 +7,6 @@ expected values below are written by hand from ms-swift 4.6's documentation.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from backend.launch.validate import validate
 from backend.profile import LaunchProfile, ProfileError, load_profile, parse_profile
 from tests.fakes import CPU_BOX, gpu_box
 from tests.faults.helpers import cli
-from tests.timing import scaled
 
 SHIPPED = sorted(p.stem for p in SHIPPED_PROFILES_DIR.glob("*.toml"))
 CPU_PROFILES = {"quickstart", "cpu-ddp-2proc", "cpu-fp16-loss-scale"}
@@ -189,14 +186,15 @@ def test_every_shipped_profile_is_accepted_by_swifts_parser(tmp_path: Path) -> N
 
 
 def test_show_json_and_explain(tmp_path: Path) -> None:
-    shown = subprocess.run([sys.executable, "-m", "backend.cli", "show", "quickstart", "--json", "--run-dir",
-                            str(tmp_path)], capture_output=True, text=True, timeout=scaled(120), check=True)
+    shown = cli("show", "quickstart", "--json", "--run-dir", str(tmp_path))
+    assert shown.exit_code == 0 and shown.exception is None, shown.output
     data = json.loads(shown.stdout)
     assert set(data) == {"argv", "env", "accelerate_config", "launcher"}
     assert data["launcher"] == "accelerate" and data["accelerate_config"]["use_cpu"] is True
     assert "--learning_rate" in data["argv"] and "--seed" not in data["argv"]  # quickstart sets no seed
-    explained = subprocess.run([sys.executable, "-m", "backend.cli", "show", "quickstart", "--explain", "--run-dir",
-                                str(tmp_path)], capture_output=True, text=True, timeout=scaled(120), check=True).stdout
+    result = cli("show", "quickstart", "--explain", "--run-dir", str(tmp_path))
+    assert result.exit_code == 0 and result.exception is None, result.output
+    explained = result.stdout
     assert "--learning_rate 0.003  <- training.learning_rate" in explained
     assert "--add_version false  <- forced: otherwise swift writes into a v0-<timestamp> subfolder" in explained
     assert "--use_cpu true  <- forced: CPU run" in explained
