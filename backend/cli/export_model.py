@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from backend.cli.common import console, fail, find_run_or_exit
+from backend.cli.jobs import follow_job
 from backend.core.safe_text import visible_lines
-from backend.jobs.job import JobFolder
+from backend.jobs.job import wait_job
 
 FORMAT_HELP = ("merged (16-bit, the merge job), ollama (a Modelfile with the training template), gguf (needs "
                "llama.cpp's converter), bnb-4bit | awq | gptq (need a GPU)")
@@ -27,16 +28,21 @@ def export_model(
     rows: Annotated[int, typer.Option(min=1, help="Prompts of the parity check (the first rows of the run's "
                                       "validation data, else its training data).")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and the parity report as JSON.")] = False,
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="Start the export job and return at once (`workbench "
+                                         "jobs RUN` follows it).")] = False,
 ) -> None:
-    """Export a run's checkpoint to a format people serve, then check it answers like the trained checkpoint."""
-    from backend.ship.export_model import ExportFailed, ExportRefused, plan_export, run_export
-    from backend.ship.parity import describe
+    """Export a run's checkpoint to a format people serve, then check it answers like the trained checkpoint.
+
+    The export is one job of the run (merge, export, parity): it goes on when this command ends (Ctrl-C
+    detaches); `workbench jobs RUN --stop JOB` stops it."""
+    from backend.ship.export_model import ExportRefused
+    from backend.ship.pipeline import read_result, result_lines, start_export_pipeline
 
     if best and checkpoint is not None:
         fail("--best and --checkpoint choose the checkpoint both; pass one of them")
     run = find_run_or_exit(run_ref)
     try:
-        plan = plan_export(run, to, checkpoint, out)
+        job, plan = start_export_pipeline(run, to, checkpoint, out, rows=rows)
     except ExportRefused as err:
         fail(str(err))
     say = (lambda text: None) if as_json else (
@@ -44,23 +50,18 @@ def export_model(
     say(f"export {plan.checkpoint.name} of {run.run_id} to {to}: {plan.target}")
     for note in plan.notes:
         say(f"  {note}")
-
-    def seen(what: str, job: JobFolder) -> None:
-        say(f"{what}: job {job.job_id} (log: {job.log_path})")
-
-    try:
-        result = run_export(plan, rows=rows, seen=seen)
-    except ExportRefused as err:
-        fail(str(err))
-    except ExportFailed as err:
-        fail(str(err), code=1)
-    if as_json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    say(f"export job {job.job_id} started (log: {job.log_path})")
+    if detach:
         return
-    say(f"written: {result.folder}")
-    if result.parity is not None:
-        for line in describe(result.parity):
-            say(line)
+    state = wait_job(job) if as_json else follow_job(job)
+    if state.status != "finished":
+        fail(f"export {state.status}: {state.failure_reason or 'see its log'} (job {job.job_id}, log {job.log_path})",
+             code=1)
+    if as_json:
+        print(json.dumps(read_result(job), indent=2, ensure_ascii=False))
+        return
+    for line in result_lines(job):
+        say(line)
 
 
 def register(app: typer.Typer) -> None:

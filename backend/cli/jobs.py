@@ -17,7 +17,7 @@ from backend.chat.protocol import ChatWorkerError, Chunk, Done, Failed, Generati
 from backend.checkpoints.targets import TargetError, resolve_target
 from backend.cli.common import console, err_console, fail, find_run_or_exit
 from backend.core.safe_text import visible
-from backend.jobs.job import JobFolder, list_jobs, refresh_job
+from backend.jobs.job import JobFolder, JobState, children, list_jobs, refresh_job, stop_job
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique part of it) or folder.")]
 CheckpointOpt = Annotated[int | None, typer.Option("--checkpoint", "-c", help="Checkpoint step (default: the best, "
@@ -105,10 +105,17 @@ def _print_results(path: Path, rows: int) -> None:
 # ---------------------------------------------------------------- jobs
 
 
-def jobs(run_ref: RunArg) -> None:
-    """List a run's merge and inference jobs."""
+def jobs(
+    run_ref: RunArg,
+    stop: Annotated[str | None, typer.Option("--stop", metavar="JOB", help="Stop this job of the run (and the jobs "
+                                             "it started: an export's merge or parity job).")] = None,
+) -> None:
+    """List a run's jobs (merge, inference, export, golden prompts, eval), or stop one."""
     run = find_run_or_exit(run_ref)
     found = list_jobs(run.jobs_dir)
+    if stop is not None:
+        _stop(found, stop)
+        return
     table = Table(box=None)
     # a job id is what `workbench job` takes: never cut or wrapped, in any terminal; the reason wraps instead
     table.add_column("job", no_wrap=True, min_width=max((len(visible(j.job_id)) for j in found), default=3))
@@ -124,7 +131,34 @@ def jobs(run_ref: RunArg) -> None:
     console.print(table)
 
 
+def _stop(found: list[JobFolder], job_id: str) -> None:
+    job = next((j for j in found if j.job_id == job_id), None)  # only a job folder of this run's jobs/
+    if job is None:
+        fail(f"--stop: the run has no job {visible(job_id)} (workbench jobs RUN lists them)")
+    state = stop_job(job)
+    said = [f"job {job.job_id}: {state.status}"]
+    said += [f"  started by it: job {child.job_id}: {child.read_state().status}" for child in children(job)]
+    console.print("\n".join(visible(line) for line in said), highlight=False, markup=False)
+    if state.is_active:
+        raise typer.Exit(1)
+
+
 def _follow_job(job: JobFolder) -> None:
+    """Show the job's progress until it ends, then how it ended; Ctrl-C detaches (the job goes on)."""
+    follow_job(job)
+    state = job.read_state()
+    seconds = f" in {state.seconds:.1f} s" if state.seconds else ""
+    if state.status == "finished":
+        console.print(f"[green]finished[/]{seconds}: {state.result}", highlight=False, soft_wrap=True)
+        return
+    err_console.print(f"[red]{state.status}[/]{seconds}: {state.failure_reason or ''}", highlight=False,
+                      soft_wrap=True)
+    tail = "\n".join(job.log_tail(4000).splitlines()[-8:])
+    err_console.print(tail, highlight=False, markup=False)
+    raise typer.Exit(1)
+
+
+def follow_job(job: JobFolder) -> JobState:
     """Show the job's progress until it ends; Ctrl-C detaches (the job goes on)."""
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console) as bar:
@@ -138,18 +172,9 @@ def _follow_job(job: JobFolder) -> None:
                 time.sleep(0.3)
     except KeyboardInterrupt:
         console.print(f"\ndetached; the job goes on (workbench jobs RUN shows it; log: {job.log_path})",
-                      highlight=False, soft_wrap=True)
+                      highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(0) from None
-    state = job.read_state()
-    seconds = f" in {state.seconds:.1f} s" if state.seconds else ""
-    if state.status == "finished":
-        console.print(f"[green]finished[/]{seconds}: {state.result}", highlight=False, soft_wrap=True)
-        return
-    err_console.print(f"[red]{state.status}[/]{seconds}: {state.failure_reason or ''}", highlight=False,
-                      soft_wrap=True)
-    tail = "\n".join(job.log_tail(4000).splitlines()[-8:])
-    err_console.print(tail, highlight=False, markup=False)
-    raise typer.Exit(1)
+    return job.read_state()
 
 
 # ---------------------------------------------------------------- chat

@@ -12,6 +12,7 @@ substrings such as swift's "Saving merged weights...").
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
@@ -31,7 +32,7 @@ from backend.rundir.layout import Moment, Pid, ProcessFields, StateFolder
 from backend.rundir.process import start_detached, terminate
 from backend.rundir.reconcile import reconcile
 
-JobKind = Literal["merge", "infer", "export", "golden", "eval"]
+JobKind = Literal["merge", "infer", "export", "golden", "eval", "ship"]  # ship: the export pipeline (backend/ship)
 JobStatus = Literal["starting", "running", "finished", "failed", "stopped"]
 ACTIVE_JOB_STATUSES: tuple[JobStatus, ...] = ("starting", "running")
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
@@ -109,6 +110,9 @@ class JobSpec(BaseModel):
     # the kind's data for the finishing step run by the supervisor (jobs/supervise.py); None: nothing to finish
     finish: Finish | None = None
     notes: list[str] = Field(default_factory=list)
+    # the job folder whose process started this job (the export pipeline's merge and parity jobs): stopping
+    # that job stops this one too; None: started by a person or a run
+    parent: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -197,9 +201,31 @@ def create_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobF
     folder = Path(jobs_dir) / (job_id or new_job_id(spec.kind))
     folder.mkdir(parents=True, exist_ok=job_id is not None)
     job = JobFolder(folder)
+    spec = spec.model_copy(update={"parent": spec.parent or _starting_job(folder)})
     write_text_atomic(job.command_path, spec.model_dump_json(indent=2))
     job.write_state(JobState(job_id=job.job_id, kind=spec.kind, boot_id=current_boot_id()))
     return job
+
+
+def _starting_job(folder: Path) -> str | None:
+    """The job of the same run whose process is creating this one (its marker is in our environment)."""
+    starter = os.environ.get(JOB_MARKER_ENV)
+    if not starter or Path(starter).resolve().parent != folder.resolve().parent:
+        return None
+    return str(Path(starter).resolve())
+
+
+def children(job: JobFolder) -> list[JobFolder]:
+    """The jobs `job` started (their spec names it as parent), newest first: its own, proven by their records."""
+    mine = str(job.path.resolve())
+    found = []
+    for other in list_jobs(job.path.parent):
+        try:
+            if other.read_spec().parent == mine:
+                found.append(other)
+        except (OSError, ValueError):  # a damaged job folder is nobody's child
+            continue
+    return found
 
 
 def start_job(jobs_dir: Path, spec: JobSpec, job_id: str | None = None) -> JobFolder:
@@ -253,15 +279,19 @@ def list_jobs(jobs_dir: Path, kind: JobKind | None = None) -> list[JobFolder]:
 
 def stop_job(job: JobFolder) -> JobState:
     """Ask the job to stop: SIGTERM to its processes (those carrying the job's marker; the supervisor
-    passes it on and cleans up), SIGKILL to any left after the grace time. A job recorded on another
-    host is not signalled from here."""
+    passes it on and cleans up), SIGKILL to any left after the grace time; then the jobs it started that still
+    run (the export pipeline's merge or parity job). A job recorded on another host is not signalled from here."""
     with job.control("stop"):
         state = refresh_job(job)
         if not state.is_active or state.elsewhere():
             return state
         job.update_state(stop_requested=True)
         terminate(job_marker(job.path), grace_seconds=20.0, phases=(signal.SIGTERM, signal.SIGKILL))
-    return wait_job(job, timeout=20)
+    state = wait_job(job, timeout=20)
+    for child in children(job):  # after the job itself: a job that is gone starts no other
+        if refresh_job(child).is_active:
+            stop_job(child)
+    return state
 
 
 def wait_job(job: JobFolder, timeout: float | None = None, poll: float = 0.2) -> JobState:

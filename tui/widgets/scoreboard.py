@@ -2,7 +2,9 @@
 (backend.checkpoints.scoreboard: the same lines as `workbench checkpoints RUN` prints), the best marked `*`.
 
 Enter chats with the checkpoint under the cursor, `m` merges it, `x` exports it (a choice of formats; the
-export and its parity check run as jobs, backend.ship.export_model), `p` pins or unpins it. The run folder is
+export and its parity check are one job of the run, backend.ship.pipeline, which goes on when the app quits: its
+line shows its progress read from its record, a second `x` while it runs names it, `X` stops it), `p` pins or
+unpins it. The run folder is
 read in a thread worker, when the panel is shown and when the monitor read something new; text from the
 folder is never markup. The rows are drawn line by line (Textual's line API): a frame costs the rows on
 screen, not the hundred a long run may have (bench/scoreboard.py).
@@ -117,6 +119,8 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         Binding("x", "export_row", "Export it", id="scoreboard-export",
                 tooltip="Export the checkpoint under the cursor (merged, Ollama, GGUF, 4-bit) and check that it "
                         "answers like the checkpoint"),
+        Binding("X", "stop_export", "Stop the export", id="scoreboard-stop-export",
+                tooltip="Stop the run's running export job (its merge or parity job with it)"),
         Binding("p", "pin_row", "Pin / unpin", id="scoreboard-pin",
                 tooltip="Pin the checkpoint under the cursor (a copy save_total_limit's rotation cannot delete), "
                         "or unpin it"),
@@ -137,6 +141,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         .summary { height: 1; color: $text-muted; }
         .header { height: 1; text-style: bold; }
         .notes { height: auto; max-height: 2; color: $warning; }
+        .export { height: auto; max-height: 1; color: $text-accent; }
     }
     """
 
@@ -145,6 +150,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         """A worker read the scoreboard."""
 
         board: Scoreboard
+        export: str = ""  # the run's newest export job, one line; "": none
 
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, ScoreboardPanel.Loaded)
@@ -173,6 +179,7 @@ class ScoreboardPanel(WorkerFailures, Vertical):
         yield Static("", classes="header", markup=False)
         yield ScoreRows()
         yield Static("", classes="notes", markup=False)
+        yield Static("", classes="export", markup=False)
 
     def on_mount(self) -> None:
         self.border_title = "Checkpoints  (enter: chat · m: merge · x: export · p: pin · g: golden · e: eval)"
@@ -196,12 +203,17 @@ class ScoreboardPanel(WorkerFailures, Vertical):
     @work(thread=True, exclusive=True, group="scoreboard-read", exit_on_error=False,
           description="Reading the checkpoint scoreboard")
     def _read(self) -> None:
-        self.post_message(self.Loaded(scoreboard(RunFolder(self.run_dir))))
+        from backend.ship.pipeline import newest_export, status_line
+
+        run = RunFolder(self.run_dir)
+        job = newest_export(run)
+        self.post_message(self.Loaded(scoreboard(run), status_line(job) if job is not None else ""))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         board = message.board
         self.loads += 1
+        self.query_one(".export", Static).update(Text(visible(message.export)))
         if board == self.board:
             return
         self.draws += 1
@@ -258,23 +270,39 @@ class ScoreboardPanel(WorkerFailures, Vertical):
 
         self.app.push_screen(ConfirmScreen(f"Export checkpoint-{step}", body, choices, id="export-choice"), chosen)
 
-    @work(thread=True, group="scoreboard-export", exit_on_error=False, description="Exporting a checkpoint")
+    @work(thread=True, group="scoreboard-export", exit_on_error=False, description="Starting an export job")
     def _export(self, step: int, fmt: str) -> None:
-        from backend.ship.export_model import ExportFailed, ExportRefused, plan_export, run_export
-        from backend.ship.parity import SAME, describe
-
-        def seen(what: str, job: object) -> None:
-            self.app.notify(f"{what}: job {getattr(job, 'job_id', '?')}", title=f"Export to {fmt}", markup=False)
+        from backend.ship.export_model import ExportRefused
+        from backend.ship.pipeline import ExportRunning, start_export_pipeline
 
         try:
-            result = run_export(plan_export(RunFolder(self.run_dir), fmt, step), seen=seen)
-        except (ExportRefused, ExportFailed) as err:
-            self.app.notify(str(err), title="Not exported", severity="error", timeout=20, markup=False)
+            job, plan = start_export_pipeline(RunFolder(self.run_dir), fmt, step)
+        except ExportRunning as err:
+            self.app.notify(visible_lines(str(err)), title="Export running", severity="warning", timeout=20,
+                            markup=False)
             return
-        report = result.parity
-        lines = [str(result.folder), *(describe(report) if report else [])]
-        self.app.notify(visible_lines("\n".join(lines)), title=f"Exported to {fmt}", markup=False, timeout=30,
-                        severity="information" if report is None or report.verdict == SAME else "warning")
+        except ExportRefused as err:
+            self.app.notify(visible_lines(str(err)), title="Not exported", severity="error", timeout=20, markup=False)
+            return
+        self.app.notify(visible_lines(f"job {job.job_id}: {plan.target}; it goes on if the app quits (X stops it)"),
+                        title=f"Export to {fmt} started", markup=False, timeout=10)
+        self._read()
+
+    def action_stop_export(self) -> None:
+        self._stop_export()
+
+    @work(thread=True, group="scoreboard-export-stop", exit_on_error=False, description="Stopping the export")
+    def _stop_export(self) -> None:
+        from backend.jobs.job import stop_job
+        from backend.ship.pipeline import running_export
+
+        job = running_export(RunFolder(self.run_dir))
+        if job is None:
+            self.app.notify("no export of this run is running", title="Nothing stopped", markup=False)
+            return
+        state = stop_job(job)
+        self.app.notify(visible(f"export job {job.job_id}: {state.status}"), title="Export stopped", markup=False)
+        self._read()
 
     def action_pin_row(self) -> None:
         step = self.selected_step()
