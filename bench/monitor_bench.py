@@ -236,9 +236,10 @@ async def bench_monitor(run_dir: Path, writer: subprocess.Popen[str], rate: floa
         while time.monotonic() - began < seconds:
             await asyncio.sleep(0.25)
             samples.append(rss())
-            last = screen.feed.store.last_log or {}
-            if isinstance(last.get("time"), float) and last["time"] >= began_at:  # the writer's, not the backlog's
-                lags.append(time.time() - last["time"])
+            last = screen.feed.store.last_log  # a typed Log event (backend/contract/events.py), or None
+            stamp = last.time if last is not None else None
+            if isinstance(stamp, float) and stamp >= began_at:  # the writer's, not the backlog's
+                lags.append(time.time() - stamp)
         written = int(writer.stdout.readline() or 0)
         await pilot.pause(1.0)
         got = screen.feed.store.log_events

@@ -47,8 +47,11 @@ def no_model_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def _finding_then_found(pilot, lookup: SlowLookup, title: str) -> None:  # type: ignore[no-untyped-def]
     try:
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChatScreen) and pilot.app.screen.is_mounted,
-                       what="the chat screen")
+        await wait_for(
+            pilot,
+            lambda: isinstance(pilot.app.screen, ChatScreen) and pilot.app.screen.is_mounted,
+            what="the chat screen",
+        )
         chat = pilot.app.screen
         assert not lookup.returned.is_set(), "the chat waited for its lookup before it was drawn"
         assert shown(chat.query_one("#chat-finding")) == "finding the model…"
@@ -61,7 +64,8 @@ async def _finding_then_found(pilot, lookup: SlowLookup, title: str) -> None:  #
 
 
 async def test_the_chat_from_a_reference_draws_before_its_lookup_returns(
-        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_model_worker: None) -> None:
+    isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_model_worker: None
+) -> None:
     lookup = SlowLookup(ModelTarget("/models/some-model", label="some-model"))
     monkeypatch.setattr(chat_screen, "resolve_target", lookup)
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(120, 36)) as pilot:
@@ -70,7 +74,8 @@ async def test_the_chat_from_a_reference_draws_before_its_lookup_returns(
 
 
 async def test_the_monitors_chat_key_draws_the_chat_before_the_best_model_is_found(
-        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_model_worker: None) -> None:
+    isolated_runs: Path, monkeypatch: pytest.MonkeyPatch, no_model_worker: None
+) -> None:
     run = fixture_run(isolated_runs, "quickstart-short")
     lookup = SlowLookup(ModelTarget("/models/base", adapters=("/runs/x/checkpoint-4",), label="x checkpoint-4"))
     monkeypatch.setattr(targets, "best_model_of_run", lookup)
@@ -83,8 +88,11 @@ async def test_the_monitors_chat_key_draws_the_chat_before_the_best_model_is_fou
 async def test_a_reference_with_no_model_closes_the_chat_saying_why(isolated_runs: Path, tmp_path: Path) -> None:
     async with WorkbenchApp(None, start_mode="runs").run_test(size=(120, 36)) as pilot:
         pilot.app.open_chat(tmp_path / "nothing-here")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, RunsScreen) and pilot.app._notifications,
-                       what="the chat to close")
+        await wait_for(
+            pilot,
+            lambda: isinstance(pilot.app.screen, RunsScreen) and pilot.app._notifications,
+            what="the chat to close",
+        )
         (note,) = pilot.app._notifications
         assert note.title == "Cannot open the chat" and "nothing-here" in note.message
 
@@ -109,7 +117,8 @@ async def test_the_first_showing_of_a_screen_parses_no_stylesheet_again(isolated
 
 
 async def test_the_start_up_collects_no_garbage_and_runs_nothing_beside_its_first_frame(
-        isolated_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolated_runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before the first frame: no garbage collection, and no worker (the alerts' reads, the launch screen's
     hardware detection) competing with it for the two cores; all of it starts once the frame is drawn."""
     collections: list[int] = []
