@@ -38,5 +38,8 @@ def cluster_gpus(profile: LaunchProfile, *, named: int | None, how_to_name: str)
         return ClusterGpus(profile.distribution.nproc_per_node)
     if device == "cpu":
         return ClusterGpus(0)
-    return ClusterGpus(0, '[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask '
-                          f"for nproc_per_node GPUs per node, or name them with {how_to_name})")
+    return ClusterGpus(
+        0,
+        '[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask '
+        f"for nproc_per_node GPUs per node, or name them with {how_to_name})",
+    )

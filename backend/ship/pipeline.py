@@ -38,9 +38,11 @@ class ExportRunning(ExportRefused):
         self.job = job
         progress = job.progress()
         done = f"{progress.fraction:.0%} " if progress.fraction is not None else ""
-        super().__init__(f"an export of this run is running: job {job.job_id} ({done}{progress.label}); nothing "
-                         f"was started. Wait for it, or stop it: workbench jobs {job.path.parent.parent.name} --stop "
-                         f"{job.job_id}")
+        super().__init__(
+            f"an export of this run is running: job {job.job_id} ({done}{progress.label}); nothing "
+            f"was started. Wait for it, or stop it: workbench jobs {job.path.parent.parent.name} --stop "
+            f"{job.job_id}"
+        )
 
 
 def running_export(run: RunFolder) -> JobFolder | None:
@@ -53,16 +55,34 @@ def newest_export(run: RunFolder) -> JobFolder | None:
     return found[0] if found else None
 
 
-def start_export_pipeline(run: RunFolder, to: str, checkpoint: int | None = None, out: Path | None = None,
-                          rows: int = DEFAULT_ROWS) -> tuple[JobFolder, ExportPlan]:
+def start_export_pipeline(
+    run: RunFolder, to: str, checkpoint: int | None = None, out: Path | None = None, rows: int = DEFAULT_ROWS
+) -> tuple[JobFolder, ExportPlan]:
     """Check the export (ExportRefused says why not), then start its pipeline job detached; returns at once.
     ExportRunning when another export of the run runs."""
     plan = plan_export(run, to, checkpoint, out)
     step = int(plan.checkpoint.name.rsplit("-", 1)[1])
-    argv = [sys.executable, "-m", "backend.ship.pipeline", str(run.path), "--to", to, "--checkpoint", str(step),
-            "--rows", str(rows), *(["--out", str(plan.target)] if out is not None else [])]
-    spec = JobSpec(kind=KIND, description=f"export {plan.checkpoint.name} of {run.run_id} to {to}", argv=argv,
-                   cwd=str(Path(__file__).resolve().parents[2]), output=str(plan.target), notes=plan.notes)
+    argv = [
+        sys.executable,
+        "-m",
+        "backend.ship.pipeline",
+        str(run.path),
+        "--to",
+        to,
+        "--checkpoint",
+        str(step),
+        "--rows",
+        str(rows),
+        *(["--out", str(plan.target)] if out is not None else []),
+    ]
+    spec = JobSpec(
+        kind=KIND,
+        description=f"export {plan.checkpoint.name} of {run.run_id} to {to}",
+        argv=argv,
+        cwd=str(Path(__file__).resolve().parents[2]),
+        output=str(plan.target),
+        notes=plan.notes,
+    )
     run.jobs_dir.mkdir(parents=True, exist_ok=True)
     with file_lock(run.jobs_dir / LOCK_NAME, wait=10):  # the check and the start, one caller at a time
         busy = running_export(run)

@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 
 from backend.cli.app import full_app
 
-NO_GPU_NOTE = ('[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask for '
-               "nproc_per_node GPUs per node, or name them with {option})")
+NO_GPU_NOTE = (
+    '[distribution] device is "auto": the job asks for no GPU (set device = "cuda" to ask for '
+    "nproc_per_node GPUs per node, or name them with {option})"
+)
 
 
 def _export(*args: str) -> list[str]:

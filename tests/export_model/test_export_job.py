@@ -35,8 +35,9 @@ def _pipelines(run: RunFolder) -> list[JobFolder]:
 
 
 def _running_merge(job: JobFolder) -> JobFolder | None:
-    return next((c for c in children(job) if c.read_state().kind == "merge" and c.read_state().status == "running"),
-                None)
+    return next(
+        (c for c in children(job) if c.read_state().kind == "merge" and c.read_state().status == "running"), None
+    )
 
 
 def _ended(job: JobFolder) -> JobState | None:
@@ -52,8 +53,10 @@ def test_jobs_stop_stops_the_export_and_the_merge_it_started(run: RunFolder) -> 
     merge = wait_until(lambda: _running_merge(job), 120, "the export's merge job running")
     stopped = CliRunner().invoke(full_app(), ["jobs", str(run.path), "--stop", job.job_id])
     assert stopped.exit_code == 0, stopped.output
-    assert stopped.output.splitlines() == [f"job {job.job_id}: stopped",
-                                           f"  started by it: job {merge.job_id}: stopped"]
+    assert stopped.output.splitlines() == [
+        f"job {job.job_id}: stopped",
+        f"  started by it: job {merge.job_id}: stopped",
+    ]
     assert (refresh_job(job).status, refresh_job(merge).status) == ("stopped", "stopped")
     assert not job_marker(job.path).processes() and not job_marker(merge.path).processes()
     assert not (run.path / "merged" / "checkpoint-4-merged").exists()
@@ -70,13 +73,19 @@ async def test_a_second_x_names_the_running_export_and_quitting_leaves_it_runnin
             if press == 1:
                 await wait_for(pilot, lambda: len(_pipelines(run)) == 1, what="the export job")
         (job,) = _pipelines(run)
-        await wait_for(pilot, lambda: any(n.title == "Export running" for n in pilot.app._notifications),
-                       what="the refusal of a second export")
+        await wait_for(
+            pilot,
+            lambda: any(n.title == "Export running" for n in pilot.app._notifications),
+            what="the refusal of a second export",
+        )
         note = next(n for n in pilot.app._notifications if n.title == "Export running")
         assert note.message.startswith(f"an export of this run is running: job {job.job_id} (")
         assert len(_pipelines(run)) == 1  # the second press started nothing
-        await wait_for(pilot, lambda: str(board.query_one(".export").render()).startswith(
-            f"export job {job.job_id}: "), what="the export's line on the scoreboard")
+        await wait_for(
+            pilot,
+            lambda: str(board.query_one(".export").render()).startswith(f"export job {job.job_id}: "),
+            what="the export's line on the scoreboard",
+        )
     assert refresh_job(job).is_active  # the app has quit; the export goes on
     state = wait_until(lambda: _ended(job), 600, "the export's end", detail=lambda: job.log_tail(2000))
     assert state.status == "finished", job.log_tail(4000)
