@@ -25,10 +25,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.core.tail import mark
 from backend.data.swift_view_answer import QUESTION
+
+if TYPE_CHECKING:
+    from backend.models.resolved import ResolvedProfile
 
 LIBRARIES = ("ms-swift", "transformers", "datasets")
 DEFAULT_SAMPLE_LIMIT = 20_000  # rows encoded at most per dataset; above it a random sample, said so
@@ -89,11 +92,15 @@ def _as_bool(value: Any) -> bool:
 
 def request_for(profile: Any, base_dir: Path | None, *, which: str = "train", build_model: bool = True,
                 sample_limit: int = DEFAULT_SAMPLE_LIMIT, model: str | None = None,
-                template: str | None = None) -> DataRequest:
-    """The request that matches what `swift sft` will do with this profile's datasets."""
-    from backend.models.refs import resolve_dataset, resolve_model
+                template: str | None = None, resolved: ResolvedProfile | None = None) -> DataRequest:
+    """The request that matches what `swift sft` will do with this profile's datasets (`resolved`: the
+    launch's model and datasets as resolved once; resolved here when None)."""
+    from backend.models.resolved import resolve_profile
 
-    refs = list(getattr(profile.data, which))
+    resolved = resolved or resolve_profile(profile, base_dir)
+    if build_model and model is None:
+        resolved.build_model()
+    datasets = resolved.train if which == "train" else resolved.val
     columns = _extra(profile, "columns")
     if isinstance(columns, str):
         import json
@@ -103,9 +110,9 @@ def request_for(profile: Any, base_dir: Path | None, *, which: str = "train", bu
         except ValueError:
             columns = None
     return DataRequest(
-        refs=[_resolve_ref(ref, base_dir, resolve_dataset) for ref in refs],
-        labels=refs,
-        model=model or resolve_model(profile.model.source, base_dir, build=build_model),
+        refs=[found.swift or found.ref for found in datasets],  # an unknown built-in: the child says it is missing
+        labels=[found.ref for found in datasets],
+        model=model or resolved.model_arg,
         model_type=profile.model.model_type,
         template=template or profile.model.template,
         system=profile.model.system,
@@ -121,13 +128,6 @@ def request_for(profile: Any, base_dir: Path | None, *, which: str = "train", bu
         columns=columns if isinstance(columns, dict) else None,
         sample_limit=sample_limit,
     )
-
-
-def _resolve_ref(ref: str, base_dir: Path | None, resolve: Callable[..., str]) -> str:
-    try:
-        return resolve(ref, base_dir)
-    except KeyError:
-        return ref  # an unknown builtin: the child reports it as missing
 
 
 def ask_report(request: DataRequest, *, progress: Progress | None = None, refresh: bool = False,
@@ -217,16 +217,22 @@ def summary_line(refs: list[str]) -> str | None:
             f"{100 * report.get('trained_token_fraction', 0):.0f} % of tokens trained")
 
 
-def profile_requests(profile: Any, base_dir: Path | None, *, build_model: bool = False) -> list[tuple[str, DataRequest]]:
+def profile_requests(profile: Any, base_dir: Path | None, *, build_model: bool = False,
+                     resolved: ResolvedProfile | None = None) -> list[tuple[str, DataRequest]]:
     """(profile field, request) for the train and val datasets."""
-    pairs = [("data.train", request_for(profile, base_dir, which="train", build_model=build_model))]
+    from backend.models.resolved import resolve_profile
+
+    resolved = resolved or resolve_profile(profile, base_dir)
+    pairs = [("data.train", request_for(profile, base_dir, which="train", build_model=build_model,
+                                        resolved=resolved))]
     if profile.data.val:
-        pairs.append(("data.val", request_for(profile, base_dir, which="val", build_model=build_model)))
+        pairs.append(("data.val", request_for(profile, base_dir, which="val", build_model=build_model,
+                                              resolved=resolved)))
     return [(name, request) for name, request in pairs if request.refs]
 
 
-def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = False,
-                          progress: Progress | None = None) -> list[tuple[str, str, str, str]]:
+def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = False, progress: Progress | None = None,
+                          resolved: ResolvedProfile | None = None) -> list[tuple[str, str, str, str]]:
     """(field, severity, message, fix) from swift's report on the profile's data.
 
     `ask=False` (live validation) uses only a report already known; `ask=True` (`workbench validate`)
@@ -235,7 +241,7 @@ def profile_data_problems(profile: Any, base_dir: Path | None, *, ask: bool = Fa
 
     problems: list[tuple[str, str, str, str]] = []
     try:
-        requests = profile_requests(profile, base_dir, build_model=ask)
+        requests = profile_requests(profile, base_dir, build_model=ask, resolved=resolved)
     except Exception as err:  # a model that cannot be built, say: the data check only says so
         return [("data.train", "warning", f"the data could not be checked with swift: {err}",
                  "Run `workbench data inspect` on the profile to see the details.")]

@@ -14,7 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -24,11 +24,8 @@ from backend.core.paths import BUILTIN_SWIFT_TYPES, PACKAGE_DIR, is_builtin
 from backend.core.safe_text import masked
 from backend.hardware.machine import HardwareInfo, trains_on_cpu, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config
-from backend.models.refs import resolve_dataset, resolve_model
+from backend.models.resolved import ResolvedProfile, resolve_datasets, resolve_profile
 from backend.profile import LaunchProfile
-
-if TYPE_CHECKING:
-    pass
 
 PLUGIN_PATH = PACKAGE_DIR / "plugin" / "workbench_callback.py"
 PLUGIN_CALLBACK_NAME = "workbench_events"
@@ -125,25 +122,31 @@ def build_launch(
     machine_rank: int | None = None,
     python: str = sys.executable,
     model_path: str | None = None,
+    resolved: ResolvedProfile | None = None,
 ) -> LaunchPlan:
     """Build the launch of `profile` whose files live in `run_dir`.
 
     `base_dir` resolves relative paths in the profile (the profile file's folder);
-    `machine_rank` overrides the profile's for per-node commands.
+    `machine_rank` overrides the profile's for per-node commands; `resolved`: the model and datasets as the
+    launch resolved them once (resolved here when None).
     """
+    if model_path is None:
+        resolved = resolved or resolve_profile(profile, base_dir)
+        model_path = resolved.model_arg
     run_dir = run_dir.resolve()
     output_dir = Path(profile.output.output_dir).expanduser() if profile.output.output_dir else run_dir / "output"
     if not output_dir.is_absolute():
         output_dir = ((base_dir or Path.cwd()) / output_dir).resolve()
     rank = profile.distribution.machine_rank if machine_rank is None else machine_rank
-    model = model_path or resolve_model(profile.model.source, base_dir)
+    model = model_path
     config = accelerate_config(profile, hardware, rank, model_dir=model)
     config_path = run_dir / ACCELERATE_CONFIG_NAME
     ds = profile.distribution.deepspeed
     own_ds = profile.distribution.strategy == "deepspeed" and not ds.config
     ds_config = deepspeed_config(profile) if own_ds else None
     ds_path = run_dir / DEEPSPEED_CONFIG_NAME if ds_config else None
-    flags = swift_flags(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path)
+    flags = swift_flags(profile, hardware, model=model, output_dir=output_dir, base_dir=base_dir, ds_path=ds_path,
+                        resolved=resolved)
     argv = [
         python, "-m", "accelerate.commands.launch", "--config_file", str(config_path),
         *rendezvous_args(profile, rank),
@@ -316,9 +319,12 @@ def swift_flags(
     output_dir: Path,
     base_dir: Path | None,
     ds_path: Path | None,
+    resolved: ResolvedProfile | None = None,
 ) -> list[SwiftFlag]:
-    """The flags the profile decides, each with its profile key, and the ones the workbench forces."""
+    """The flags the profile decides, each with its profile key, and the ones the workbench forces
+    (`resolved`: the launch's datasets as resolved once; resolved here when None)."""
     m, d, p, tr = profile.model, profile.data, profile.precision, profile.training
+    train, val = (resolved.train, resolved.val) if resolved else resolve_datasets(d, base_dir)
     f = _Flags()
     f.force("model", model, "an absolute path or hub id: a relative one breaks a later export/infer", "model.source")
     builtin = is_builtin(m.source)
@@ -332,10 +338,10 @@ def swift_flags(
     for name in ("model_author", "model_name"):
         f.set(name, getattr(m, name), f"model.{name}")
     f.set("torch_dtype", None if m.torch_dtype == "auto" else m.torch_dtype, "model.torch_dtype")
-    f.force("dataset", [resolve_dataset(ref, base_dir) for ref in d.train],
+    f.force("dataset", [found.for_swift() for found in train],
             "absolute paths: swift resolves relative ones against its own working directory", "data.train")
-    if d.val:
-        f.set("val_dataset", [resolve_dataset(ref, base_dir) for ref in d.val], "data.val")
+    if val:
+        f.set("val_dataset", [found.for_swift() for found in val], "data.val")
     f.given(d, "split_dataset_ratio", prefix="data")
     _tuner_flags(profile, f)
     _precision_flags(profile, hardware, f)

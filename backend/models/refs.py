@@ -106,7 +106,12 @@ def resolve_model(ref: str, base_dir: Path | None = None, *, build: bool = False
 
 def model_config_dir(ref: str, base_dir: Path | None = None) -> Path:
     """The folder holding the model's config.json; LookupError saying why there is none."""
-    resolved = resolve_model_ref(ref, base_dir)
+    return config_dir_of(resolve_model_ref(ref, base_dir))
+
+
+def config_dir_of(resolved: ModelRef) -> Path:
+    """The folder holding a resolved model's config.json; LookupError saying why there is none."""
+    ref = resolved.ref
     if resolved.found:
         assert resolved.path is not None
         return resolved.path

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from backend.core.fs import write_text_atomic
-from backend.core.paths import is_builtin, workspace_dir
+from backend.core.paths import workspace_dir
 from backend.core.process_identity import run_marker
 from backend.core.units import size
 from backend.data.files import hostile_dataset
 from backend.hardware.machine import HardwareInfo, detect_hardware, trains_on_cpu
 from backend.launch.command import LaunchPlan, build_launch
 from backend.launch.validate import Problem, errors, validate
-from backend.models.refs import local_path, resolve_model
+from backend.models.resolved import ResolvedProfile, resolve_profile
 from backend.profile import LaunchProfile, save_profile
 from backend.rundir import index
 from backend.rundir.layout import FolderNotWritable, RunFolder, StateUnreadable, new_run_id
@@ -31,18 +31,14 @@ from backend.runs.errors import LaunchRefused
 from backend.runs.outputs import claim_output_dir, output_dir_problem, release_output_dir
 
 
-def _hostile_datasets(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+def _hostile_datasets(resolved: ResolvedProfile) -> Iterator[Problem]:
     """A local dataset with a line too long or a row nested too deep refuses the launch before anything
     starts (swift's reader would take gigabytes or die by SIGSEGV): validate's check, which reads the data
     only when swift is asked too."""
-    for key in ("train", "val"):
-        for ref in getattr(profile.data, key):
-            path_part = ref.partition("#")[0]
-            if is_builtin(ref) or not path_part:
-                continue
-            problem = hostile_dataset([str(local_path(path_part, base_dir).absolute())])
-            if problem:
-                yield Problem(f"data.{key}", "error", f"{problem}.", "Split or flatten that row, or leave it out.")
+    for found in resolved.datasets():
+        problem = hostile_dataset([str(found.local)]) if found.local is not None else None
+        if problem:
+            yield Problem(found.field, "error", f"{problem}.", "Split or flatten that row, or leave it out.")
 
 
 def start_run(
@@ -52,14 +48,18 @@ def start_run(
     workspace: Path | None = None,
     hardware: HardwareInfo | None = None,
 ) -> RunFolder:
-    """Validate, write the run folder, start the supervisor detached. Returns at once."""
+    """Validate, write the run folder, start the supervisor detached. Returns at once.
+
+    The model and the datasets are resolved once, here: validation, swift's report on the data and the
+    command all name what was resolved (a folder moved meanwhile does not change what the command names)."""
     hardware = hardware or detect_hardware()
-    blocking = errors(validate(profile, hardware, base_dir=base_dir)) or list(_hostile_datasets(profile, base_dir))
+    resolved = resolve_profile(profile, base_dir)
+    blocking = errors(validate(profile, hardware, base_dir=base_dir, resolved=resolved)) or \
+        list(_hostile_datasets(resolved))
     if blocking:
         raise LaunchRefused(blocking)
-    if is_builtin(profile.model.source):
-        resolve_model(profile.model.source, base_dir, build=True)
-    _ask_wrap_class(profile, hardware, base_dir)
+    resolved.build_model()
+    _ask_wrap_class(profile, hardware, resolved)
     try:
         run = RunFolder.create(workspace or workspace_dir(), new_run_id(profile.name))
     except FolderNotWritable as err:
@@ -68,7 +68,7 @@ def start_run(
     claimed: Path | None = None
     try:
         with run.control("start"):
-            plan = build_launch(profile, run.path, hardware, base_dir=base_dir)
+            plan = build_launch(profile, run.path, hardware, base_dir=base_dir, resolved=resolved)
             write_run_files(run, profile, plan, base_dir=base_dir)
             problems = launch_problems(run, plan)
             if problems:
@@ -92,7 +92,7 @@ def start_run(
     return run
 
 
-def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> None:
+def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, resolved: ResolvedProfile) -> None:
     """An FSDP run that wraps transformer blocks without naming their class asks transformers about its model
     first (the model_shape oracle: one child process the first time, cached), so the launch built next wraps
     transformers' own decoder-layer class (launcher_config.detect_decoder_layer reads only the cache)."""
@@ -100,11 +100,10 @@ def _ask_wrap_class(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Pa
     if profile.distribution.strategy != "fsdp" or fsdp.auto_wrap_policy != "TRANSFORMER_BASED_WRAP" \
             or fsdp.transformer_layer_cls_to_wrap or trains_on_cpu(profile.distribution.device, hardware):  # FSDP runs on GPUs only
         return
-    from backend.estimate.from_profile import config_dir_for
     from backend.models.shape_exact import exact_shape
 
     try:
-        exact_shape(config_dir_for(resolve_model(profile.model.source, base_dir), base_dir))
+        exact_shape(resolved.config_dir())
     except Exception:  # never stops a launch: the wrap class then comes from launcher_config's table
         pass
 

@@ -4,10 +4,10 @@ host memory, experts left untrained, several machines, extra swift flags."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from backend.hardware.machine import HardwareInfo
 from backend.launch.validate.core import Problem, installed, on_cpu, rule
+from backend.models.resolved import ResolvedProfile
 from backend.profile import LaunchProfile
 
 # ---------------------------------------------------------------- distribution
@@ -145,23 +145,22 @@ def _processes_and_ids_exist(profile: LaunchProfile, hardware: HardwareInfo) -> 
                       "Remove gpu_ids (a CPU run uses none), or launch on a GPU machine.")
 
 
-def host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> Iterator[Problem]:
+def host_memory(profile: LaunchProfile, hardware: HardwareInfo, resolved: ResolvedProfile) -> Iterator[Problem]:
     """The planner's host-RAM forecast per machine against this machine's RAM, when the model's config.json
     is on disk (the shape is read from it and the planner's cache; no child process)."""
     from backend.core.units import gib
     from backend.estimate.fit import estimate
-    from backend.estimate.from_profile import config_dir_for, request_from_profile
+    from backend.estimate.from_profile import request_from_profile
     from backend.models.shape_exact import cached_shape
     from backend.models.shape_formula import ConfigError
 
     if not hardware.ram_total_bytes:
         return
     try:
-        shape = cached_shape(config_dir_for(profile.model.source, base_dir),
-                             tuple(profile.tuner.target_modules) or ("all-linear",))
-        request = request_from_profile(profile, shape, base_dir=base_dir, on_cpu=on_cpu(profile, hardware))
+        shape = cached_shape(resolved.config_dir(), tuple(profile.tuner.target_modules) or ("all-linear",))
+        request = request_from_profile(profile, shape, base_dir=resolved.base_dir, on_cpu=on_cpu(profile, hardware))
         needed = estimate(shape, request).host_total_bytes
-    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+    except (LookupError, ConfigError, OSError, ValueError, RecursionError):  # no config.json: other rules say why
         return
     if needed > hardware.ram_total_bytes:
         processes, has = profile.distribution.nproc_per_node, gib(hardware.ram_total_bytes)
@@ -172,11 +171,10 @@ def host_memory(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path |
                       "(`workbench estimate` shows the terms).")
 
 
-def experts_untouched(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+def experts_untouched(profile: LaunchProfile, resolved: ResolvedProfile) -> Iterator[Problem]:
     """`all-linear` on a mixture-of-experts model whose experts transformers fuses into 3-D tensors (Mixtral,
     Qwen-MoE, DeepSeek): swift's find_all_linears sees no nn.Linear in them, so only attention is trained.
     Said from the model-shape oracle's cached answer only (no child process here)."""
-    from backend.estimate.from_profile import config_dir_for
     from backend.models.shape import EXACT
     from backend.models.shape_exact import cached_answer, shape_from
     from backend.models.shape_formula import ConfigError, read_config
@@ -185,10 +183,10 @@ def experts_untouched(profile: LaunchProfile, base_dir: Path | None) -> Iterator
     if t.type == "full" or "all-linear" not in t.target_modules or "target_parameters" in profile.extra_swift_args:
         return
     try:
-        config, file = read_config(config_dir_for(profile.model.source, base_dir))
+        config, file = read_config(resolved.config_dir())
         answer = cached_answer(config)
         shape = shape_from(config, answer, str(file))
-    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+    except (LookupError, ConfigError, OSError, ValueError, RecursionError):  # no config.json: other rules say why
         return
     fused = sorted({e["path"] for k in (answer or {}).get("layer_kinds") or [] for e in k.get("experts") or []})
     if shape.source != EXACT or not shape.is_moe or not fused:

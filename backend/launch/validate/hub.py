@@ -9,11 +9,11 @@ import functools
 import os
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 from backend.core.paths import is_builtin
 from backend.launch.validate.core import Problem
-from backend.models.refs import dataset_cached, dataset_ref, is_hub_id, resolve_model_ref
+from backend.models.refs import dataset_cached, is_hub_id
+from backend.models.resolved import ResolvedProfile
 from backend.profile import LaunchProfile
 
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "MODELSCOPE_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -21,9 +21,9 @@ PROBE_SECONDS = 3.0
 HUB_HOSTS = {"hf": "huggingface.co", "modelscope": "www.modelscope.cn"}
 
 
-def hub_downloads(profile: LaunchProfile, base_dir: Path | None, *, probe: bool) -> Iterator[Problem]:
+def hub_downloads(profile: LaunchProfile, resolved: ResolvedProfile, *, probe: bool) -> Iterator[Problem]:
     """Each hub reference with no local copy: a warning, or an error when offline (`probe`: may try the hub)."""
-    missing = list(_not_local(profile, base_dir))
+    missing = list(_not_local(resolved))
     if not missing:
         return
     hub = "hf" if _uses_hf(profile) else "modelscope"
@@ -40,18 +40,16 @@ def hub_downloads(profile: LaunchProfile, base_dir: Path | None, *, probe: bool)
                           "faster, download it once (`huggingface-cli download` / `modelscope download`).")
 
 
-def _not_local(profile: LaunchProfile, base_dir: Path | None) -> Iterator[tuple[str, str, str]]:
-    source = profile.model.source
-    if is_hub_id(source) and resolve_model_ref(source, base_dir).origin == "hub":
+def _not_local(resolved: ResolvedProfile) -> Iterator[tuple[str, str, str]]:
+    source = resolved.source
+    if is_hub_id(source) and resolved.model.origin == "hub":
         yield "model.source", source, "the whole model (weights and tokenizer)"
-    for key in ("train", "val"):
-        for ref in getattr(profile.data, key):
-            if is_builtin(ref):
-                continue
-            found = dataset_ref(ref, base_dir)
-            hub_id = ref.partition("#")[0]
-            if found.kind == "hub" and is_hub_id(hub_id) and not dataset_cached(hub_id):
-                yield f"data.{key}", ref, "the dataset"
+    for found in resolved.datasets():
+        if is_builtin(found.ref):
+            continue
+        hub_id = found.ref.partition("#")[0]
+        if found.found.kind == "hub" and is_hub_id(hub_id) and not dataset_cached(hub_id):
+            yield found.field, found.ref, "the dataset"
 
 
 def _uses_hf(profile: LaunchProfile) -> bool:

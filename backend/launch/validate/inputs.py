@@ -12,13 +12,14 @@ from backend.core.paths import BUILTIN_DATASETS, BUILTIN_PREFIX, is_builtin, loo
 from backend.core.safe_text import masked
 from backend.hardware.machine import HardwareInfo
 from backend.launch.validate.core import Problem, rule
-from backend.models.refs import RUN_PREFIX, local_path, resolve_model_ref
+from backend.models.refs import RUN_PREFIX
+from backend.models.resolved import ResolvedProfile
 from backend.profile import LaunchProfile
 
 # ---------------------------------------------------------------- files
 
 
-def paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Problem]:
+def paths_exist(profile: LaunchProfile, resolved: ResolvedProfile) -> Iterator[Problem]:
     source = profile.model.source
     if is_builtin(source):
         from backend.models.demo.build import BUILTIN_MODELS
@@ -27,46 +28,37 @@ def paths_exist(profile: LaunchProfile, base_dir: Path | None) -> Iterator[Probl
             yield Problem("model.source", "error", f"unknown built-in model {source!r}.",
                           f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_MODELS)}.")
     elif source.startswith(RUN_PREFIX):
-        found = resolve_model_ref(source, base_dir)
-        if found.problem:
-            yield Problem("model.source", "error", found.problem,
+        if resolved.model.problem:
+            yield Problem("model.source", "error", resolved.model.problem,
                           "Merge the run's LoRA first (`workbench merge RUN`), or pick another model.")
-    elif looks_local(source) and not _resolve(source, base_dir).is_dir():
+    elif looks_local(source) and resolved.model.path is None:  # a local reference holds a folder or nothing
         yield Problem("model.source", "error", f"model folder {source!r} does not exist.",
                       "Give an existing folder holding config.json, or a hub id.")
-    for key in ("train", "val"):
-        for ref in getattr(profile.data, key):
-            path_part = ref.partition("#")[0]
-            if is_builtin(ref):
-                if ref.removeprefix(BUILTIN_PREFIX) not in BUILTIN_DATASETS:
-                    yield Problem(f"data.{key}", "error", f"unknown built-in dataset {ref!r}.",
-                                  f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_DATASETS)}.")
-            elif looks_local(path_part) and not _resolve(path_part, base_dir).exists() and \
-                    not os.path.islink(_resolve(path_part, base_dir)):  # swift reads folders too; a loop: below
-                yield Problem(f"data.{key}", "error", f"dataset file {path_part!r} does not exist.",
-                              "Give an existing .jsonl/.json/.csv/.txt file or dataset folder, or a hub id.")
+    for found in resolved.datasets():
+        ref, path_part = found.ref, found.ref.partition("#")[0]
+        if is_builtin(ref):
+            if ref.removeprefix(BUILTIN_PREFIX) not in BUILTIN_DATASETS:
+                yield Problem(found.field, "error", f"unknown built-in dataset {ref!r}.",
+                              f"Use one of: {', '.join('builtin:' + n for n in BUILTIN_DATASETS)}.")
+        elif looks_local(path_part) and found.local is not None and not found.local.exists() and \
+                not os.path.islink(found.local):  # swift reads folders too; a loop: below
+            yield Problem(found.field, "error", f"dataset file {path_part!r} does not exist.",
+                          "Give an existing .jsonl/.json/.csv/.txt file or dataset folder, or a hub id.")
 
 
-def dataset_files(profile: LaunchProfile, base_dir: Path | None, *, read: bool) -> Iterator[Problem]:
+def dataset_files(resolved: ResolvedProfile, *, read: bool) -> Iterator[Problem]:
     """Local datasets that must not be opened (a FIFO, a symlink loop) and, with `read` (before swift is
     asked to read them), files with a line too long or a row nested too deep: #29."""
     from backend.data.files import file_problem, hostile_dataset
 
-    for key in ("train", "val"):
-        for ref in getattr(profile.data, key):
-            path_part = ref.partition("#")[0]
-            if is_builtin(ref) or not path_part:
-                continue
-            path = _resolve(path_part, base_dir).absolute()
-            problem = hostile_dataset([str(path)]) if read else file_problem(path)
-            if problem:
-                yield Problem(f"data.{key}", "error", f"{problem}.",
-                              "Give a regular .jsonl/.json/.csv/.txt file with one row a line (rows nest at most "
-                              "100 levels, lines stay under 32 MiB).")
-
-
-def _resolve(ref: str, base_dir: Path | None) -> Path:
-    return local_path(ref, base_dir)  # the one resolver: backend.models.refs
+    for found in resolved.datasets():
+        if found.local is None:
+            continue
+        problem = hostile_dataset([str(found.local)]) if read else file_problem(found.local)
+        if problem:
+            yield Problem(found.field, "error", f"{problem}.",
+                          "Give a regular .jsonl/.json/.csv/.txt file with one row a line (rows nest at most "
+                          "100 levels, lines stay under 32 MiB).")
 
 
 @rule
@@ -144,7 +136,7 @@ def _flag_like_values(profile: LaunchProfile, hardware: HardwareInfo) -> Iterato
 # ---------------------------------------------------------------- names only the libraries know (#29)
 
 
-def names_libraries_know(profile: LaunchProfile, base_dir: Path | None, *, ask: bool) -> Iterator[Problem]:
+def names_libraries_know(profile: LaunchProfile, resolved: ResolvedProfile, *, ask: bool) -> Iterator[Problem]:
     """report_to against transformers' trackers, target_modules against swift's keywords and the model's own
     module names. swift's parser takes any string for both; an unknown one fails (or is ignored) only once the
     model is loaded. Answers not known yet say nothing: the model's shape is only ever read from the cache."""
@@ -158,14 +150,15 @@ def names_libraries_know(profile: LaunchProfile, base_dir: Path | None, *, ask: 
             yield Problem("output.report_to", "error", f"{tracker!r} is not a tracker transformers knows.",
                           f"Use one of: {', '.join(names.trackers)}.")
     if profile.tuner.type != "full":
-        yield from _target_modules(profile, base_dir, names.target_keywords)
+        yield from _target_modules(profile, resolved, names.target_keywords)
 
 
-def _target_modules(profile: LaunchProfile, base_dir: Path | None, keywords: tuple[str, ...]) -> Iterator[Problem]:
+def _target_modules(profile: LaunchProfile, resolved: ResolvedProfile,
+                    keywords: tuple[str, ...]) -> Iterator[Problem]:
     import difflib
 
     asked = [t for t in profile.tuner.target_modules if t not in keywords and not t.startswith("-")]
-    paths = _module_paths(profile, base_dir) if asked else None
+    paths = _module_paths(resolved) if asked else None
     if not paths:
         return
     leaves = sorted({path.rsplit(".", 1)[-1] for path in paths})
@@ -179,16 +172,15 @@ def _target_modules(profile: LaunchProfile, base_dir: Path | None, keywords: tup
                           f"Use module names of this model: {', '.join(leaves)}.")
 
 
-def _module_paths(profile: LaunchProfile, base_dir: Path | None) -> list[str] | None:
+def _module_paths(resolved: ResolvedProfile) -> list[str] | None:
     """The paths of the model's weight-holding modules (indices as '*'), from the cached shape answer only."""
-    from backend.estimate.from_profile import config_dir_for
     from backend.models.shape_exact import cached_answer
     from backend.models.shape_formula import ConfigError, read_config
 
     try:
-        config, _ = read_config(config_dir_for(profile.model.source, base_dir))
+        config, _ = read_config(resolved.config_dir())
         answer = cached_answer(config) or {}
-    except (ConfigError, OSError, ValueError, RecursionError):  # no readable config.json: other rules say why
+    except (LookupError, ConfigError, OSError, ValueError, RecursionError):  # no config.json: other rules say why
         return None
     paths = answer.get("module_paths")
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) and answer.get("known") else None

@@ -9,16 +9,15 @@ in transformers' words. Nothing is sized from it either: `workbench estimate` re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from backend.launch.validate.core import Problem
+from backend.models.resolved import ResolvedProfile
 from backend.profile import LaunchProfile
 
 
-def config_refused(profile: LaunchProfile, base_dir: Path | None, *, ask: bool,
+def config_refused(profile: LaunchProfile, resolved: ResolvedProfile, *, ask: bool,
                    progress: Callable[[str], object] | None = None) -> Iterator[Problem]:
     """transformers' refusal of the profile's model config (`ask`: a child when not cached, else the cache only)."""
-    from backend.estimate.from_profile import config_dir_for
     from backend.models.shape_exact import ConfigRefused, cached_shape, exact_shape
     from backend.models.shape_formula import ConfigError
     from backend.oracle import OracleError
@@ -29,7 +28,7 @@ def config_refused(profile: LaunchProfile, base_dir: Path | None, *, ask: bool,
 
     targets = tuple(profile.tuner.target_modules) or ("all-linear",)
     try:
-        folder = config_dir_for(profile.model.source, base_dir)
+        folder = resolved.config_dir()
         if ask:
             exact_shape(folder, targets, progress=say)
         else:
@@ -38,5 +37,5 @@ def config_refused(profile: LaunchProfile, base_dir: Path | None, *, ask: bool,
         yield Problem("model.source", "error", f"transformers refuses this model's config.json: {err.words}.",
                       f"Correct {folder / 'config.json'} (or pick another model): swift would fail on it at "
                       "launch, and the memory forecast cannot size it.")
-    except (ConfigError, OracleError, OSError, ValueError, RecursionError):  # other rules say why
+    except (LookupError, ConfigError, OracleError, OSError, ValueError, RecursionError):  # other rules say why
         return

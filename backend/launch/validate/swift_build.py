@@ -19,6 +19,7 @@ from typing import Any
 from backend.core.paths import BUILTIN_SWIFT_TYPES
 from backend.hardware.machine import HardwareInfo
 from backend.launch.validate.core import Problem
+from backend.models.resolved import ResolvedProfile, resolve_profile
 from backend.profile import LaunchProfile
 
 QUESTION = "swift_build"
@@ -31,11 +32,11 @@ BUILTIN_MARK = "workbench_builtin.json"  # a folder the workbench built: its swi
 Progress = Callable[[str], object]
 
 
-def swift_builds(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None, *, ask: bool,
+def swift_builds(profile: LaunchProfile, hardware: HardwareInfo, resolved: ResolvedProfile, *, ask: bool,
                  progress: Progress | None = None) -> Iterator[Problem]:
     """What swift raises when it builds this profile's arguments (`ask`: a child when not cached, else the
     cache only: nothing is said before swift was asked)."""
-    request = _request(profile, hardware, base_dir)
+    request = _request(profile, hardware, resolved.base_dir, resolved=resolved)
     if request is None:
         return
     payload, inputs, model_dir = request
@@ -46,19 +47,21 @@ def swift_builds(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path 
         yield _problem(found, profile, model_dir)
 
 
-def _request(profile: LaunchProfile, hardware: HardwareInfo,
-             base_dir: Path | None) -> tuple[dict[str, Any], list[Path], Path] | None:
+def _request(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None, *,
+             resolved: ResolvedProfile | None = None) -> tuple[dict[str, Any], list[Path], Path] | None:
     """(payload, input files, model folder), or None when there is nothing local for swift to read (a hub
-    id: the offline rule says what it downloads) or the launch cannot be built (other rules say why)."""
+    id: the offline rule says what it downloads) or the launch cannot be built (other rules say why).
+    `resolved`: the model and datasets as the launch resolved them (resolved here when None)."""
     from backend.launch.command import FlagLikeValue, build_launch
-    from backend.models.refs import resolve_model_ref
 
-    found = resolve_model_ref(profile.model.source, base_dir)
+    resolved = resolved or resolve_profile(profile, base_dir)
+    found = resolved.model
     if not found.found or found.path is None:
         return None
     run_dir = Path(tempfile.gettempdir()) / "workbench-validate"
     try:
-        plan = build_launch(profile, run_dir, hardware, base_dir=base_dir, model_path=str(found.path))
+        plan = build_launch(profile, run_dir, hardware, base_dir=base_dir, model_path=str(found.path),
+                            resolved=resolved)
     except (FlagLikeValue, KeyError, OSError, RuntimeError, ValueError):
         return None
     entry = plan.argv.index(f"swift.cli.{profile.task}")
