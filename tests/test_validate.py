@@ -166,3 +166,14 @@ def test_errors_come_first_and_all_at_once() -> None:
     severities = [p.severity for p in problems]
     assert severities == sorted(severities, key=lambda s: s != "error")
     assert {"precision.fp16", "precision.tf32", "distribution.strategy"} <= {p.field for p in problems}
+
+
+def test_fsdp2_qlora_with_uint8_storage_runs_but_every_gpu_holds_all_4bit_weights() -> None:
+    # accelerate's fsdp2_prepare_model leaves uint8-packed Params4bit out of fully_shard (ignored_params): the run
+    # starts, the 4-bit weights are simply not sharded; FSDP1 cannot flatten them with the bf16 norms at all
+    profile = _profile(tuner={"type": "qlora", "bnb_4bit_compute_dtype": "bfloat16"}, precision={"bf16": True},
+                       distribution={"strategy": "fsdp", "nproc_per_node": 2, "fsdp": {"version": 2}})
+    problem = _find(validate(profile, gpu_box()), "tuner.bnb_4bit_quant_storage")
+    assert problem.severity == "warning"
+    assert "every GPU holds all of them" in problem.message
+    assert 'bnb_4bit_quant_storage = "bfloat16"' in problem.fix

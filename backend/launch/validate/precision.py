@@ -70,7 +70,13 @@ def _qlora_needs_bitsandbytes(profile: LaunchProfile, hardware: HardwareInfo) ->
 def _fsdp_qlora_storage(profile: LaunchProfile, hardware: HardwareInfo) -> Iterator[Problem]:
     t = profile.tuner
     if profile.distribution.strategy == "fsdp" and t.type == "qlora" and t.quant_bits == 4:
-        if t.bnb_4bit_quant_storage != t.bnb_4bit_compute_dtype:
+        if t.bnb_4bit_quant_storage is None and profile.distribution.fsdp.version == 2:
+            # accelerate's fsdp2_prepare_model puts non-float Params4bit in fully_shard's ignored_params
+            yield Problem("tuner.bnb_4bit_quant_storage", "warning",
+                          "FSDP2 does not shard 4-bit weights packed as uint8 (accelerate leaves them out of "
+                          "sharding): every GPU holds all of them, CPU offload or not.",
+                          f"Set bnb_4bit_quant_storage = \"{t.bnb_4bit_compute_dtype}\" to shard them.")
+        elif t.bnb_4bit_quant_storage != t.bnb_4bit_compute_dtype:
             yield Problem("tuner.bnb_4bit_quant_storage", "error",
                           f"FSDP + QLoRA shards the packed 4-bit weights as {t.bnb_4bit_quant_storage or 'uint8'}; "
                           f"FSDP needs every parameter of a unit in one dtype, the compute dtype "
