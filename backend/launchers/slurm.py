@@ -36,15 +36,14 @@ from pathlib import Path
 
 from backend.cluster.slurm_job import JOB_FILE_NAME
 from backend.core.fs import write_text_atomic
-from backend.core.paths import is_builtin, workspace_dir
+from backend.core.paths import workspace_dir
 from backend.core.process_identity import RUN_MARKER_ENV
 from backend.core.shell_words import ShellVar, export_lines, render_command, substitute
 from backend.hardware.machine import GpuInfo, HardwareInfo
 from backend.launch.cluster_device import ClusterGpus, cluster_gpus
 from backend.launch.command import LaunchPlan, build_launch
-from backend.launch.validate import Problem, errors, validate
+from backend.launch.validate import Problem, ResolvedProfile, errors, resolve_profile, validate
 from backend.launchers.shell import write_script
-from backend.models.refs import resolve_model
 from backend.profile import LaunchProfile
 from backend.rundir import index
 from backend.rundir.layout import RunFolder, RunState, new_run_id
@@ -149,10 +148,12 @@ def allocation_hardware(gpus: int) -> HardwareInfo:
                         cpu_count=0, ram_total_bytes=0)
 
 
-def cluster_problems(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None) -> list[Problem]:
-    """Validation against the allocation; GPU-model checks become warnings (not askable from here)."""
+def cluster_problems(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None,
+                     resolved: ResolvedProfile | None = None) -> list[Problem]:
+    """Validation against the allocation; GPU-model checks become warnings (not askable from here).
+    `resolved`: the model and datasets as the export resolved them (resolved by validate when None)."""
     problems = []
-    for problem in validate(profile, hardware, base_dir=base_dir):
+    for problem in validate(profile, hardware, base_dir=base_dir, resolved=resolved):
         if problem.field in HARDWARE_FIELDS and problem.severity == "error":
             problem = Problem(
                 problem.field, "warning",
@@ -181,15 +182,15 @@ def export_slurm(
         raise FileExistsError(f"{batch_script} exists; remove it or give another -o path")
     job = job_profile(profile, options)
     hardware = allocation_hardware(gpus_per_node(profile, options))
-    blocking = errors(cluster_problems(job, hardware, base_dir))
+    resolved = resolve_profile(job, base_dir)  # once: the scripts name what was validated
+    blocking = errors(cluster_problems(job, hardware, base_dir, resolved))
     if blocking:
         raise LaunchRefused(blocking)
-    if is_builtin(job.model.source):
-        resolve_model(job.model.source, base_dir, build=True)
+    resolved.build_model()
     folder = (workspace or workspace_dir()) / new_run_id(job.name)
     folder.mkdir(parents=True)
     run = RunFolder(folder)
-    plan = build_launch(job, run.path, hardware, base_dir=base_dir, python=options.python)
+    plan = build_launch(job, run.path, hardware, base_dir=base_dir, python=options.python, resolved=resolved)
     plan.env.pop("CUDA_VISIBLE_DEVICES", None)
     write_run_files(run, job, plan, base_dir)  # profile, configs, command, state, forecast: as `workbench run` does
     node_script = run.path / NODE_SCRIPT_NAME
