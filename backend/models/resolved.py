@@ -83,10 +83,13 @@ def resolve_profile(profile: Any, base_dir: Path | None = None) -> ResolvedProfi
     return ResolvedProfile(source, base_dir, refs.resolve_model_ref(source, base_dir), train, val)
 
 
-def resolve_datasets(data: Any, base_dir: Path | None) -> tuple[tuple[ResolvedDataset, ...], ...]:
+def resolve_datasets(
+    data: Any, base_dir: Path | None
+) -> tuple[tuple[ResolvedDataset, ...], tuple[ResolvedDataset, ...]]:
     """(train, val) of a profile's `[data]` section."""
-    return tuple(tuple(_dataset(f"data.{key}", ref, base_dir) for ref in getattr(data, key))
-                 for key in ("train", "val"))
+    train = tuple(_dataset("data.train", ref, base_dir) for ref in data.train)
+    val = tuple(_dataset("data.val", ref, base_dir) for ref in data.val)
+    return train, val
 
 
 def _dataset(field: str, ref: str, base_dir: Path | None) -> ResolvedDataset:

@@ -31,12 +31,14 @@ def test_the_command_names_the_model_and_data_that_were_validated(
     project = _project(tmp_path / "project", tiny_model)
     validated_model, validated_rows = (project / "model").resolve(), (project / "rows.jsonl").resolve()
     monkeypatch.chdir(_project(tmp_path / "elsewhere", tiny_model))  # the same names, never validated
-    profile = LaunchProfile.model_validate({
-        "name": "moved",
-        "model": {"source": "model", "model_type": "qwen2", "template": "qwen", "torch_dtype": "float32"},
-        "data": {"train": ["rows.jsonl"]},
-        "training": {"max_steps": 1},
-    })
+    profile = LaunchProfile.model_validate(
+        {
+            "name": "moved",
+            "model": {"source": "model", "model_type": "qwen2", "template": "qwen", "torch_dtype": "float32"},
+            "data": {"train": ["rows.jsonl"]},
+            "training": {"max_steps": 1},
+        }
+    )
     build = start.build_launch
 
     def moved_meanwhile(*args: Any, **kwargs: Any) -> Any:
