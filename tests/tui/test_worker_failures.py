@@ -7,12 +7,11 @@ The error message holds markup (`[/]`): it must show as written, not raise or va
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from run_fixtures import fixture_run
+from run_fixtures import fixture_run, wait_for
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
@@ -34,10 +33,7 @@ def boom(*args: object, **kwargs: object) -> object:
 
 
 async def until(pilot: Pilot, condition: Callable[[], object], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
+    await wait_for(pilot, condition, timeout=timeout, what=what)  # scaled with the machine (tests/timing.py)
 
 
 def toasts(messages: list[Message]) -> str:
@@ -71,7 +67,8 @@ async def open_compare(pilot: Pilot) -> None:
 
 async def open_monitor(pilot: Pilot) -> None:
     run = fixture_run(Path(pilot.app.workspace), "quickstart-short")
-    await pilot.app.push_screen(MonitorScreen(run.path))
+    # an hour between frames: within the test only ctrl+r reads the run again (the next frame would too)
+    await pilot.app.push_screen(MonitorScreen(run.path, poll_interval=3600.0))
 
 
 async def open_chat(pilot: Pilot) -> None:
