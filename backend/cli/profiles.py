@@ -13,7 +13,7 @@ from backend.cli.common import console, err_console, fail, load_or_exit
 from backend.core.safe_text import visible
 from backend.hardware.machine import detect_hardware
 from backend.launch.command import FlagLikeValue, LaunchPlan, build_launch, redact_words
-from backend.launch.validate import errors, validate
+from backend.launch.validate import errors, resolve_profile, validate
 
 if TYPE_CHECKING:
     from backend.launch.swift_schema import SwiftSchema
@@ -45,8 +45,9 @@ def show(
 
         return show_nodes(loaded, path, folder, node)
     hardware = detect_hardware()
+    resolved = resolve_profile(loaded, path.parent)  # once: the line shown names what is validated below
     try:
-        plan = build_launch(loaded, folder, hardware, base_dir=path.parent)
+        plan = build_launch(loaded, folder, hardware, base_dir=path.parent, resolved=resolved)
     except FlagLikeValue as err:  # never print a line that would smuggle a flag (`workbench validate` lists all)
         fail(f"{err}; the command is not printed")
     try:
@@ -59,7 +60,7 @@ def show(
     if explain:
         print_explanation(plan)
         return
-    for problem in validate(loaded, hardware, base_dir=path.parent):
+    for problem in validate(loaded, hardware, base_dir=path.parent, resolved=resolved):
         err_console.print(visible(problem), style="yellow" if problem.severity == "warning" else "red",
                           markup=False, highlight=False, soft_wrap=True)
     console.print(f"# accelerate config: {plan.accelerate_config_path}", highlight=False, soft_wrap=True)
