@@ -27,7 +27,7 @@ from textual.widgets import Button, Static
 
 from backend.hardware.machine import HardwareInfo, detect_hardware
 from backend.launch.command import LaunchPlan, build_launch
-from backend.launch.validate import Problem, errors, validate
+from backend.launch.validate import Problem, errors, resolve_profile, validate
 from backend.profile import LaunchProfile
 from backend.rundir.layout import preview_dir
 from tui.messages import RunLaunched
@@ -201,12 +201,14 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         problems = [Problem(path, "error", f"the typed value is refused: {message}",
                             "Correct it; until then the profile keeps the last accepted value.")
                     for path, message in doc.refused.items()]
-        problems += validate(doc.profile, self.hardware, base_dir=doc.base_dir)
+        resolved = resolve_profile(doc.profile, doc.base_dir)  # once: the Command tab names what was validated
+        problems += validate(doc.profile, self.hardware, base_dir=doc.base_dir, resolved=resolved)
         problems += self.model_problems
         problems.sort(key=lambda p: p.severity != "error")
         self.problems = tuple(problems)
         try:
-            self.plan = build_launch(doc.profile, preview_dir(doc.profile.name), self.hardware, base_dir=doc.base_dir)
+            self.plan = build_launch(doc.profile, preview_dir(doc.profile.name), self.hardware, base_dir=doc.base_dir,
+                                     resolved=resolved)
         except Exception as err:  # a half-edited profile may not build: say why instead of a stale plan
             self.plan_error = f"The command cannot be built yet: {err}"
             self.plan = None
