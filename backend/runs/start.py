@@ -201,7 +201,20 @@ def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, ba
                                                            on_cpu="--use_cpu" in plan.argv)
     except Exception as err:  # a forecast must never stop a launch
         forecast = {"error": f"no forecast: {err}"}
+    forecast.update(_longest_batch(profile, base_dir))
     write_text_atomic(run.forecast_path, json.dumps(forecast, indent=2))
+
+
+def _longest_batch(profile: LaunchProfile, base_dir: Path | None) -> dict[str, Any]:
+    """When the largest batch lands (#37), for the monitor: swift's answer when already asked (`workbench
+    estimate`), never a child at launch."""
+    try:
+        from backend.launch.longest_batch import predict
+
+        found = predict(profile, detect_hardware(), base_dir, ask=False)
+    except Exception:  # a forecast must never stop a launch
+        return {}
+    return {"longest_batch": found.to_json()} if found is not None else {}
 
 
 def _start_supervisor(run: RunFolder, plan: LaunchPlan) -> None:

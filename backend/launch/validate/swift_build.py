@@ -36,7 +36,7 @@ def swift_builds(profile: LaunchProfile, hardware: HardwareInfo, resolved: Resol
                  progress: Progress | None = None) -> Iterator[Problem]:
     """What swift raises when it builds this profile's arguments (`ask`: a child when not cached, else the
     cache only: nothing is said before swift was asked)."""
-    request = _request(profile, hardware, resolved.base_dir, resolved=resolved)
+    request = launch_argv(profile, hardware, resolved.base_dir, resolved=resolved)
     if request is None:
         return
     payload, inputs, model_dir = request
@@ -47,10 +47,11 @@ def swift_builds(profile: LaunchProfile, hardware: HardwareInfo, resolved: Resol
         yield _problem(found, profile, model_dir)
 
 
-def _request(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None, *,
-             resolved: ResolvedProfile | None = None) -> tuple[dict[str, Any], list[Path], Path] | None:
-    """(payload, input files, model folder), or None when there is nothing local for swift to read (a hub
-    id: the offline rule says what it downloads) or the launch cannot be built (other rules say why).
+def launch_argv(profile: LaunchProfile, hardware: HardwareInfo, base_dir: Path | None, *,
+                resolved: ResolvedProfile | None = None) -> tuple[dict[str, Any], list[Path], Path] | None:
+    """(payload: the command and the argv after `-m swift.cli.<task>`, input files, model folder), or None
+    when there is nothing local for swift to read (a hub id: the offline rule says what it downloads) or the
+    launch cannot be built (other rules say why).
     `resolved`: the model and datasets as the launch resolved them (resolved here when None)."""
     from backend.launch.command import FlagLikeValue, build_launch
 
