@@ -70,6 +70,9 @@ class VerdictCard(Static, can_focus=True):
         super().__init__(plain("\n".join(lines)), markup=False, classes="verdict")
         self.number, self.verdict = number, verdict
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.number is not None if action == "apply" else True  # a finding with nothing to change: no key
+
     def action_apply(self) -> None:
         self.post_message(self.ApplyAsked(self.number, self.verdict))
 
