@@ -267,7 +267,11 @@ def resolve_dataset(ref: str, base_dir: Path | None = None) -> str:
     path_part, sep, sample = ref.partition("#")
     candidate = local_path(path_part, base_dir)
     if candidate.exists() or looks_local(path_part):
-        return str(candidate.resolve()) + (sep + sample)
+        try:
+            resolved = candidate.resolve()
+        except (RuntimeError, OSError):  # a symbolic link loop: validate's file check names it
+            resolved = candidate.absolute()
+        return str(resolved) + (sep + sample)
     return ref
 
 
