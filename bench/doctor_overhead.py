@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from backend.contract.events import EventWriter  # noqa: E402
+from backend.contract.event_writer import EventWriter  # noqa: E402
 from backend.models.demo.build import ensure_builtin_model  # noqa: E402
 from backend.plugin.step_timing import StepTiming  # noqa: E402
 

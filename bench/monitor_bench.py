@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 WRITER = """
 import math, random, sys, time
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 path, start, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 writer = EventWriter(path)
 print("ready", flush=True)

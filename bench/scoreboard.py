@@ -33,7 +33,7 @@ from backend.checkpoints import saved_events as scoreboard_events
 from backend.checkpoints import stats as checkpoint_stats  # noqa: E402
 from backend.checkpoints.board_text import text_lines  # noqa: E402
 from backend.checkpoints.scoreboard import scoreboard  # noqa: E402
-from backend.contract.events import EventWriter  # noqa: E402
+from backend.contract.event_writer import EventWriter  # noqa: E402
 from backend.rundir.layout import RunFolder  # noqa: E402
 
 TARGET_SECONDS = 0.100

@@ -6,7 +6,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from backend.contract.events import SCHEMA_VERSION, EventReader, EventWriter, read_all
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import SCHEMA_VERSION, EventReader, read_all
 
 
 def test_writer_lines_have_version_type_time_rank(tmp_path: Path) -> None:

@@ -12,15 +12,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from backend.contract.event_writer import EventWriter, make_event
 from backend.contract.events import (
     Checkpoint,
     CudaMemory,
     EventReader,
-    EventWriter,
     Log,
     RunBegin,
     RunEnd,
-    make_event,
     read_events,
 )
 from backend.rundir.layout import RunFolder

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from backend import series
-from backend.contract.events import EventReader, EventWriter, Log, read_all
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import EventReader, Log, read_all
 from backend.series import BUCKETS, ColumnReader, MetricsStore, Series, ema, load_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "events"

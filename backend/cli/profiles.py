@@ -10,9 +10,9 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from backend.cli.common import console, err_console, fail, load_or_exit
-from backend.core.safe_text import visible
+from backend.core.safe_text import redact_words, visible
 from backend.hardware.machine import detect_hardware
-from backend.launch.command import FlagLikeValue, LaunchPlan, build_launch, redact_words
+from backend.launch.command import FlagLikeValue, LaunchPlan, build_launch
 from backend.launch.validate import errors, resolve_profile, validate
 
 if TYPE_CHECKING:

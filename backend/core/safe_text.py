@@ -76,3 +76,20 @@ def masked(value: str, key: str = "") -> str:
     if flag and is_secret_name(flag.group(2)):
         return f"{flag.group(1)}{flag.group(2)}=***"
     return _TOKEN.sub(lambda found: f"{found.group(1)}***", value)
+
+
+def redact_words(words: list[str]) -> list[str]:
+    """Command words with each secret flag's value (`--hub_token=x`, `--hub_token x`) as ***."""
+    shown: list[str] = []
+    secret = False
+    for word in words:
+        name, eq, _ = word.partition("=")
+        if word.startswith("--") and is_secret_name(name[2:]):
+            shown.append(f"{name}=***" if eq else word)
+            secret = not eq
+        elif word.startswith("--"):
+            shown.append(word)
+            secret = False
+        else:
+            shown.append("***" if secret else word)
+    return shown

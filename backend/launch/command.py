@@ -21,7 +21,7 @@ import yaml
 from backend.contract.flight_recorder import flight_recorder_env
 from backend.core.fs import write_text_atomic
 from backend.core.paths import BUILTIN_SWIFT_TYPES, PACKAGE_DIR, is_builtin
-from backend.core.safe_text import masked
+from backend.core.safe_text import is_secret_name, masked, redact_words
 from backend.hardware.machine import HardwareInfo, trains_on_cpu, visible_devices_env
 from backend.launch.launcher_config import accelerate_config, deepspeed_config
 from backend.models.resolved import ResolvedProfile, resolve_datasets, resolve_profile
@@ -59,8 +59,6 @@ class LaunchPlan:
         """One copy-pasteable, correctly quoted shell line (environment first). A secret variable reads the
         pasting shell's own value (`HF_TOKEN="$HF_TOKEN"`); control characters are `$'...'` escapes."""
         from backend.core.shell_words import ShellVar, join, quote
-        from backend.launch.swift_schema import is_secret_name
-
         assignments = [f"{key}={quote(ShellVar(key) if is_secret_name(key) else value)}"
                        for key, value in sorted(self.env.items())]
         return " ".join([*assignments, join(list(self.redacted_argv()))])
@@ -89,28 +87,7 @@ class LaunchPlan:
             write_text_atomic(self.deepspeed_config_path, json.dumps(self.deepspeed_config, indent=2))
 
     def redacted_env(self) -> dict[str, str]:
-        from backend.launch.swift_schema import is_secret_name
-
         return {k: ("***" if is_secret_name(k) else v) for k, v in self.env.items()}
-
-
-def redact_words(words: list[str]) -> list[str]:
-    """Command words with each secret flag's value (`--hub_token=x`, `--hub_token x`) as ***."""
-    from backend.launch.swift_schema import is_secret_name
-
-    shown: list[str] = []
-    secret = False
-    for word in words:
-        name, eq, _ = word.partition("=")
-        if word.startswith("--") and is_secret_name(name[2:]):
-            shown.append(f"{name}=***" if eq else word)
-            secret = not eq
-        elif word.startswith("--"):
-            shown.append(word)
-            secret = False
-        else:
-            shown.append("***" if secret else word)
-    return shown
 
 
 def build_launch(
@@ -178,8 +155,6 @@ def rendezvous_args(profile: LaunchProfile, machine_rank: int) -> list[str]:
 
 
 def launch_env(profile: LaunchProfile, run_dir: Path) -> dict[str, str]:
-    from backend.launch.swift_schema import is_secret_name
-
     env = {
         "WORKBENCH_RUN_DIR": str(run_dir),
         "PYTHONUNBUFFERED": "1",

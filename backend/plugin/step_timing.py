@@ -33,7 +33,7 @@ import psutil
 import torch
 from transformers import TrainerCallback
 
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 
 STEP_TIMING_ENV = "WORKBENCH_STEP_TIMING"
 MAX_STEPS_LISTED = 4096  # per event: a log interval longer than that lists its first steps only

@@ -33,7 +33,8 @@ import torch
 from swift.callbacks import callbacks_map
 from transformers import TrainerCallback
 
-from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, EventWriter, GpuUsed
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, GpuUsed
 from backend.contract.heartbeat import RankProgressWriter, heartbeat_path, register_stack_dump
 from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
 from backend.plugin.fault_hooks import FaultHooks, slow_model_load

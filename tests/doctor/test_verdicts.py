@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.contract.events import EventWriter, StepTime, read_events
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import StepTime, read_events
 from backend.doctor.flops import TokenFlops
 from backend.doctor.measure import Measured, RankSteps
 from backend.doctor.peaks import gpu_peak

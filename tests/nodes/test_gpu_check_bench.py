@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 from backend.core.paths import REPO_DIR
 from backend.profile import load_profile
 from backend.rundir.layout import RunFolder, RunState

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli.app import full_app
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.eta import Start, notes, start_estimates

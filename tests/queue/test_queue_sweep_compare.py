@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from backend.checkpoints.scoreboard import scoreboard
 from backend.cli.app import full_app
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 from backend.profile import LaunchProfile
 from backend.queue.add import add_profiles
 from backend.queue.store import QueueRefused, edit

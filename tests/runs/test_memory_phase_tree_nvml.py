@@ -8,7 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from backend.contract.events import EVENTS_FILE_NAME, EventWriter, GpuUsed
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import EVENTS_FILE_NAME, GpuUsed
 from backend.hardware.machine import tree_rss_bytes
 from backend.rundir.layout import RunFolder
 from backend.runs.memory_report import memory_comparison

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 from backend.profile import LaunchProfile, save_profile
 from backend.rundir.layout import RunFolder
 from tests.tui.run_fixtures import open_monitor, wait_for

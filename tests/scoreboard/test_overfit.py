@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from backend.contract.alerts import read_alerts
-from backend.contract.events import Eval, EventWriter, Log
+from backend.contract.event_writer import EventWriter
+from backend.contract.events import Eval, Log
 from backend.rundir.layout import RunFolder
 from backend.watch.config import WatchSection
 from backend.watch.loss_detectors import OverfitDetector

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from run_fixtures import fixture_run, open_monitor, wait_for
 
-from backend.contract.events import EventWriter
+from backend.contract.event_writer import EventWriter
 from tui.app import WorkbenchApp
 
 MIB = 2**20

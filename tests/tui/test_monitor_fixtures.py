@@ -258,7 +258,7 @@ async def test_memory_panel_samples_this_machine(tmp_path: Path, isolated_runs: 
 
 
 async def test_memory_panel_compares_the_forecast_with_the_measured_peak(tmp_path: Path, isolated_runs: Path) -> None:
-    from backend.contract.events import EventWriter
+    from backend.contract.event_writer import EventWriter
 
     run = fixture_run(tmp_path, "quickstart-short")
     # the planner's forecast as stored at launch (Estimate.to_json(), the keys the panel reads), written by hand:

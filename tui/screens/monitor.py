@@ -379,17 +379,6 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
         self.zoom = ZOOMS[(at + 1) % len(ZOOMS)]
         self.notify("all steps" if self.zoom is None else f"last {self.zoom} steps", timeout=2)
 
-    def action_toggle_scoreboard(self) -> None:
-        board = self.query_one(ScoreboardPanel)
-        shown = not board.has_class("-shown")
-        board.set_class(shown, "-shown")
-        self.query_one(LogTail).display = not shown
-        if shown:
-            board.reload()
-            board.focus_rows()
-        else:
-            self.set_focus(None)
-
     @on(ScoreboardPanel.ChatAsked)
     def _chat_with_row(self, event: ScoreboardPanel.ChatAsked) -> None:
         self.action_chat(event.step)
@@ -397,11 +386,6 @@ class MonitorScreen(WorkerFailures, RunActions, Screen[None]):
     @on(ScoreboardPanel.MergeAsked)
     def _merge_row(self, event: ScoreboardPanel.MergeAsked) -> None:
         self.action_merge(event.step)
-
-    def action_doctor(self) -> None:
-        from tui.widgets.doctor_panel import DoctorPanel  # built on first use (#38)
-
-        DoctorPanel.toggle_in(self, self.feed.run.path, before=self.query_one(Footer))
 
     def action_next_panel(self) -> None:
         order = ("",) + PANELS

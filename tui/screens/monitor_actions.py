@@ -1,5 +1,6 @@
-"""What the monitor does to its run, each after asking: stop it (x), merge its best LoRA
-checkpoint (m), chat with its best model (t) (best: the scoreboard's, backend.checkpoints.scoreboard). A mixin of MonitorScreen: it needs `feed`
+"""What the monitor does to its run, each after asking: stop it (x), merge its best LoRA checkpoint (m), chat
+with its best model (t) (best: the scoreboard's, backend.checkpoints.scoreboard); and the panels that look into it
+in place of the log: its checkpoints (c) and the throughput doctor (d). A mixin of MonitorScreen: it needs `feed`
 (the run folder) and posts the screen's `Changed` after a stop."""
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import work
+from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from backend.runs.stop import stop_run
 from tui.messages import ChatRequested
 from tui.modals.dialogs import ConfirmModal
+from tui.widgets.log_tail import LogTail
+from tui.widgets.scoreboard import ScoreboardPanel
 
 if TYPE_CHECKING:
     from textual.screen import Screen
@@ -122,3 +126,19 @@ class RunActions(_Base):
         lookup = partial(targets.best_model_of_run, path) if step is None else partial(targets.target_of_run, path,
                                                                                         checkpoint=step)
         self.app.post_message(ChatRequested(lookup))
+
+    def action_toggle_scoreboard(self) -> None:
+        board = self.query_one(ScoreboardPanel)
+        shown = not board.has_class("-shown")
+        board.set_class(shown, "-shown")
+        self.query_one(LogTail).display = not shown
+        if shown:
+            board.reload()
+            board.focus_rows()
+        else:
+            self.set_focus(None)
+
+    def action_doctor(self) -> None:
+        from tui.widgets.doctor_panel import DoctorPanel  # built on first use (#38)
+
+        DoctorPanel.toggle_in(self, self.feed.run.path, before=self.query_one(Footer))
