@@ -166,3 +166,14 @@ def test_backend_has_no_loose_module_at_its_top() -> None:
     someone also adds it to the layers."""
     loose = sorted(p.name for p in (REPO / "backend").glob("*.py") if p.name != "__init__.py")
     assert loose == [], f"move these into the room of their feature (backend/<room>/): {loose}"
+
+
+MAX_LINES = 400  # a file longer than this does more than one thing: split it by concern, not by size
+
+
+def test_no_product_file_is_over_400_lines() -> None:
+    """A newcomer reads a file whole (#33): none of backend/ or tui/ runs past 400 lines."""
+    long = sorted(f"{p.relative_to(REPO)} ({n} lines)" for p in [*(REPO / "backend").rglob("*.py"),
+                                                                 *(REPO / "tui").rglob("*.py")]
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES)
+    assert long == [], f"split these by concern: {long}"
