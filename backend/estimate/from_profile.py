@@ -13,6 +13,7 @@ from backend.models.shape import ModelShape
 from backend.models.shape_formula import ConfigError, shape_from_config
 
 if TYPE_CHECKING:
+    from backend.models.resolved import ResolvedProfile
     from backend.profile import LaunchProfile
 
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -25,7 +26,8 @@ ASSUMED_ROW_TOKENS = 2048  # max_length unset and the data's lengths not known y
 
 def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_bytes: int | None = None, *,
                          base_dir: Path | None = None, longest_row: int | None = None,
-                         on_cpu: bool | None = None, calibration: Calibration | None = None) -> EstimateRequest:
+                         on_cpu: bool | None = None, calibration: Calibration | None = None,
+                         resolved: ResolvedProfile | None = None) -> EstimateRequest:
     """The EstimateRequest a profile describes (its field names follow ms-swift / accelerate).
 
     `longest_row`: the data's longest row in tokens when the caller knows it; otherwise swift's
@@ -37,7 +39,7 @@ def request_from_profile(profile: LaunchProfile, shape: ModelShape, gpu_memory_b
     extra = profile.extra_swift_args
     notes: list[str] = []
     if train.max_length is None and longest_row is None:
-        longest_row = known_longest_row(profile, base_dir)
+        longest_row = known_longest_row(profile, base_dir, resolved)
     torch_dtype = _DTYPES.get(profile.model.torch_dtype) or shape.torch_dtype
     if on_cpu is None:
         on_cpu = trains_on_cpu(dist.device, None)
@@ -107,12 +109,14 @@ def _packing(profile: LaunchProfile) -> bool:
     return value is True or str(value).lower() in ("true", "1")
 
 
-def known_longest_row(profile: LaunchProfile, base_dir: Path | None) -> int | None:
-    """The longest training row in tokens from swift's report on the profile's data, when already known."""
+def known_longest_row(profile: LaunchProfile, base_dir: Path | None,
+                      resolved: ResolvedProfile | None = None) -> int | None:
+    """The longest training row in tokens from swift's report on the profile's data, when already known
+    (`resolved`: the launch's model and datasets, resolved here when None)."""
     try:
         from backend.data.swift_view import known_report, request_for
 
-        report = known_report(request_for(profile, base_dir, build_model=False))
+        report = known_report(request_for(profile, base_dir, build_model=False, resolved=resolved))
     except Exception:  # no data, an unbuilt model, an unreadable file: the lengths are simply not known
         return None
     longest = ((report or {}).get("token_lengths") or {}).get("max")

@@ -19,6 +19,7 @@ from typing import Any
 
 from backend.core.units import GIB, size
 from backend.hardware.machine import HardwareInfo
+from backend.models.resolved import ResolvedProfile, resolve_profile
 from backend.profile import LaunchProfile
 
 QUESTION = "batch_order"
@@ -76,10 +77,12 @@ def predict(
     ask: bool,
     progress: Progress | None = None,
     shape: Any = None,
+    resolved: ResolvedProfile | None = None,
 ) -> LongestBatch | None:
     """The step of the largest micro-batch and its peak; None when not known (`ask=False` and not cached, hub
-    data or model, packed data, swift refusing the arguments: validate says why)."""
-    order = batch_order(profile, hardware, base_dir, ask=ask, progress=progress)
+    data or model, packed data, swift refusing the arguments: validate says why). `resolved`: the launch's
+    model and datasets as resolved once (resolved here when None)."""
+    order = batch_order(profile, hardware, base_dir, ask=ask, progress=progress, resolved=resolved)
     largest = (order or {}).get("largest")
     if not largest:
         return None
@@ -101,10 +104,11 @@ def known(profile: LaunchProfile, base_dir: Path | None, hardware: HardwareInfo 
     thread); never a child."""
     from backend.hardware.machine import detect_hardware
 
-    if sum(path.stat().st_size for path in _dataset_files(profile, base_dir) if path.is_file()) > CACHED_LOOKUP_BYTES:
+    resolved = resolve_profile(profile, base_dir)
+    if sum(path.stat().st_size for path in _dataset_files(resolved) if path.is_file()) > CACHED_LOOKUP_BYTES:
         return None
     try:
-        return predict(profile, hardware or detect_hardware(), base_dir, ask=False)
+        return predict(profile, hardware or detect_hardware(), base_dir, ask=False, resolved=resolved)
     except Exception:  # an unbuildable launch, an unreadable file: simply not known
         return None
 
@@ -116,16 +120,18 @@ def batch_order(
     *,
     ask: bool,
     progress: Progress | None = None,
+    resolved: ResolvedProfile | None = None,
 ) -> dict[str, Any] | None:
     """swift's answer (cached), or None."""
     from backend.launch.validate.swift_build import launch_argv
     from backend.oracle import OracleError, cached
     from backend.oracle import ask as ask_oracle
 
-    datasets = _dataset_files(profile, base_dir)
+    resolved = resolved or resolve_profile(profile, base_dir)
+    datasets = _dataset_files(resolved)
     if len(datasets) != len(profile.data.train):  # hub data: swift would download it (the offline rule says so)
         return None
-    request = launch_argv(profile, hardware, base_dir)
+    request = launch_argv(profile, hardware, base_dir, resolved=resolved)
     if request is None:
         return None
     payload, inputs, _ = request
@@ -146,18 +152,10 @@ def batch_order(
     return found
 
 
-def _dataset_files(profile: LaunchProfile, base_dir: Path | None) -> list[Path]:
-    from backend.models.refs import resolve_dataset
-
-    files = []
-    for ref in profile.data.train:
-        try:
-            path = Path(resolve_dataset(ref, base_dir).partition("#")[0])
-        except KeyError:
-            continue
-        if path.exists():
-            files.append(path)
-    return files
+def _dataset_files(resolved: ResolvedProfile) -> list[Path]:
+    """The training files swift reads (local or built-in); a hub dataset has none."""
+    files = [Path(found.swift.partition("#")[0]) for found in resolved.train if found.swift]
+    return [path for path in files if path.exists()]
 
 
 def _with_peak(

@@ -69,7 +69,7 @@ def start_run(
     try:
         with run.control("start"):
             plan = build_launch(profile, run.path, hardware, base_dir=base_dir, resolved=resolved)
-            write_run_files(run, profile, plan, base_dir=base_dir)
+            write_run_files(run, profile, plan, base_dir=base_dir, resolved=resolved)
             problems = launch_problems(run, plan)
             if problems:
                 raise LaunchRefused(problems)
@@ -171,7 +171,8 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None = None) -> None:
+def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None = None, *,
+                    resolved: ResolvedProfile | None = None) -> None:
     run.write_identity()  # a folder made by another path (SLURM export) is a proven run folder too
     save_profile(profile, run.profile_path)
     plan.write_configs()
@@ -180,7 +181,7 @@ def write_run_files(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, ba
     write_text_atomic(run.command_path, json.dumps(command, indent=2))
     run.write_state(run.new_state(profile.name))
     write_world(run.world_path, profile_world(profile), plan.argv, base_dir)
-    _write_forecast(run, profile, plan, base_dir)
+    _write_forecast(run, profile, plan, resolved or resolve_profile(profile, base_dir))
 
 
 def profile_world(profile: LaunchProfile) -> World:
@@ -189,29 +190,29 @@ def profile_world(profile: LaunchProfile) -> World:
     return world_of(d.num_machines, d.nproc_per_node, t.per_device_train_batch_size, t.gradient_accumulation_steps)
 
 
-def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, base_dir: Path | None) -> None:
-    """Store the memory planner's forecast beside the run (predicted vs measured later). `base_dir`
-    (the profile's folder) resolves its data, whose longest row sizes an unset max_length."""
+def _write_forecast(run: RunFolder, profile: LaunchProfile, plan: LaunchPlan, resolved: ResolvedProfile) -> None:
+    """Store the memory planner's forecast beside the run (predicted vs measured later), of the model and data
+    the launch resolved (the data's longest row sizes an unset max_length)."""
     model_dir = plan.argv[plan.argv.index("--model") + 1]
     try:
         from backend.estimate.forecast import forecast_for_profile
 
         # model_dir: a folder, or a hub id refs resolves
-        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir, base_dir=base_dir,
-                                                           on_cpu="--use_cpu" in plan.argv)
+        forecast: dict[str, Any] = forecast_for_profile(profile, model_dir, base_dir=resolved.base_dir,
+                                                           on_cpu="--use_cpu" in plan.argv, resolved=resolved)
     except Exception as err:  # a forecast must never stop a launch
         forecast = {"error": f"no forecast: {err}"}
-    forecast.update(_longest_batch(profile, base_dir))
+    forecast.update(_longest_batch(profile, resolved))
     write_text_atomic(run.forecast_path, json.dumps(forecast, indent=2))
 
 
-def _longest_batch(profile: LaunchProfile, base_dir: Path | None) -> dict[str, Any]:
+def _longest_batch(profile: LaunchProfile, resolved: ResolvedProfile) -> dict[str, Any]:
     """When the largest batch lands (#37), for the monitor: swift's answer when already asked (`workbench
     estimate`), never a child at launch."""
     try:
         from backend.launch.longest_batch import predict
 
-        found = predict(profile, detect_hardware(), base_dir, ask=False)
+        found = predict(profile, detect_hardware(), resolved.base_dir, ask=False, resolved=resolved)
     except Exception:  # a forecast must never stop a launch
         return {}
     return {"longest_batch": found.to_json()} if found is not None else {}
