@@ -71,6 +71,7 @@ class RunBegin(_Event, tag="run_begin", frozen=True):
     start_step: int | None = None
     rss_bytes: int | None = None
     output_dir: str | None = None
+    train_rows: int | None = None  # rows of the training set (all ranks together); None: not countable (streamed)
 
 
 class Log(_Event, tag="log", frozen=True):

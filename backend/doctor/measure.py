@@ -27,6 +27,7 @@ class RankSteps:
     padded_tokens: int = 0
     real_tokens_sq: int = 0
     rows: int = 0
+    micro_batches: int = 0
     last_step: int | None = None
     clock: str = "host"
     device: str | None = None
@@ -42,6 +43,7 @@ class RankSteps:
         self.padded_tokens += event.padded_tokens
         self.real_tokens_sq += event.real_tokens_sq
         self.rows += event.rows
+        self.micro_batches += event.micro_batches
         self.last_step = event.last_step if event.last_step is not None else self.last_step
         self.clock, self.device, self.device_name = event.clock, event.device, event.device_name
 
@@ -77,6 +79,10 @@ class RankSteps:
     def padding_share(self) -> float | None:
         total = self.real_tokens + self.padded_tokens
         return self.padded_tokens / total if total else None
+
+    @property
+    def rows_per_micro_batch(self) -> float | None:
+        return self.rows / self.micro_batches if self.micro_batches else None
 
     @property
     def attended_length(self) -> float:

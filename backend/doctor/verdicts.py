@@ -86,11 +86,32 @@ def _padding(measured: Measured, settings: RunSettings, peak: GpuPeak | None) ->
         return Verdict("padding", f"pad {share:.0%} of tokens even with rows grouped by length", evidence,
                        gain + "; packing would remove it, but swift 4.6 needs flash attention for packing, which "
                        "this run has not (a GPU of compute capability 8.0 or newer and flash-attn)")
+    elif (whole := _every_row_in_a_micro_batch(measured, settings)) is not None:
+        rows, batch, accumulation = whole
+        half = batch // 2 if batch % 2 == 0 else 1
+        more = accumulation * batch // half
+        change = {"training.per_device_train_batch_size": half, "training.gradient_accumulation_steps": more,
+                  "extra_swift_args.group_by_length": True}
+        how = (f"every micro-batch holds all {rows} rows, so rows of like length can share one only in smaller "
+               f"ones: {half} rows a micro-batch, {more} micro-batches a step (the same {batch * accumulation} rows "
+               f"a step), grouped by length")
     else:
         change = {"extra_swift_args.group_by_length": True}
         how = ("rows of like length batched together (packing would remove all of it, but swift 4.6 needs flash "
                "attention for packing, and this run has none)")
     return Verdict("padding", f"pad {share:.0%} of tokens -> {how}", evidence, gain, change)
+
+
+def _every_row_in_a_micro_batch(measured: Measured, settings: RunSettings) -> tuple[int, int, int] | None:
+    """(training rows, micro-batch, accumulation) when each rank's micro-batch holds its whole share of the
+    training set: grouping by length then changes nothing (every batch is the same rows). None otherwise."""
+    lead, begin = measured.lead, measured.begin
+    per_micro = lead.rows_per_micro_batch if lead else None
+    rows = begin.train_rows if begin else None
+    if per_micro is None or not rows or per_micro * settings.world_size < rows:
+        return None
+    batch = int(settings.get("per_device_train_batch_size", 1))
+    return (rows, batch, int(settings.get("gradient_accumulation_steps", 1))) if batch >= 2 else None
 
 
 def _data_wait(measured: Measured, settings: RunSettings, peak: GpuPeak | None) -> Verdict | None:

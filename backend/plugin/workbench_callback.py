@@ -116,6 +116,7 @@ class WorkbenchEventsCallback(TrainerCallback):
             start_step=state.global_step,
             rss_bytes=psutil.Process().memory_info().rss,
             output_dir=args.output_dir,
+            train_rows=_train_rows(self.trainer),
         )
         self._end_phase(state, "first_step")
 
@@ -314,3 +315,11 @@ def _announce_model_loading() -> None:
 
 callbacks_map["workbench_events"] = WorkbenchEventsCallback
 _announce_model_loading()
+
+
+def _train_rows(trainer: Any) -> int | None:
+    """How many rows the training set has (the doctor asks whether a micro-batch holds all of them)."""
+    try:
+        return len(trainer.train_dataset)
+    except TypeError:  # an iterable (streamed) dataset has no length
+        return None

@@ -56,7 +56,11 @@ def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_th
     assert (diagnosis.measured.real_tokens, diagnosis.measured.padded_tokens) == (real, padded)
     assert diagnosis.measured.padding_share == pytest.approx(padded / (real + padded))
     padding = [v for v in diagnosis.verdicts if v.code == "padding"]
-    assert padding and padding[0].change == {"extra_swift_args.group_by_length": True}
+    # all 8 rows in every micro-batch: grouping alone would change nothing, so smaller micro-batches grouped
+    assert padding and padding[0].change == {"training.per_device_train_batch_size": 4,
+                                             "training.gradient_accumulation_steps": 2,
+                                             "extra_swift_args.group_by_length": True}
+    assert diagnosis.measured.begin is not None and diagnosis.measured.begin.train_rows == ROWS
     assert f"pad {padded / (real + padded):.0%} of tokens" in padding[0].said
     assert "data_wait" not in _codes(run)  # no slow loader here
     printed = CliRunner().invoke(full_app(), ["doctor", run.run_id])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backend.contract.event_writer import EventWriter
-from backend.contract.events import StepTime, read_events
+from backend.contract.events import RunBegin, StepTime, read_events
 from backend.doctor.flops import TokenFlops
 from backend.doctor.measure import Measured, RankSteps
 from backend.doctor.peaks import gpu_peak
@@ -106,3 +106,30 @@ def test_in_data_parallel_the_rank_the_others_wait_for_is_named_by_its_own_work(
                                       "others wait for it")
     assert said["slow_rank"].evidence == ("own work per step (data wait + forward, less waiting for the others): "
                                           "0.100 s on rank 1, 0.010 s on the others (median)")
+
+
+def _padded(train_rows: int | None) -> Measured:
+    """4 steps of one micro-batch of 8 rows each: 2,000 real tokens and 2,000 padding (half)."""
+    kept = RankSteps(0)
+    kept.add(StepTime(rank=0, first_step=1, last_step=4, step_seconds=[0.1] * 4, forward_backward=0.4,
+                      real_tokens=2000, padded_tokens=2000, rows=32, micro_batches=4))
+    return Measured({0: kept}, RunBegin(rank=0, train_rows=train_rows), [])
+
+
+def test_padding_with_every_row_in_one_micro_batch_asks_for_smaller_ones_grouped_by_length() -> None:
+    # 8 training rows, 8 a micro-batch: every batch is the same 8 rows, so grouping alone changes nothing;
+    # 4 a micro-batch and 2 micro-batches a step keep the 8 rows a step and let like lengths share a batch
+    settings = RunSettings({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1})
+    (padding,) = [v for v in judge(_padded(8), settings, None, False) if v.code == "padding"]
+    assert padding.change == {"training.per_device_train_batch_size": 4, "training.gradient_accumulation_steps": 2,
+                              "extra_swift_args.group_by_length": True}
+    assert padding.said == ("pad 50% of tokens -> every micro-batch holds all 8 rows, so rows of like length can "
+                            "share one only in smaller ones: 4 rows a micro-batch, 2 micro-batches a step (the same "
+                            "8 rows a step), grouped by length")
+
+
+def test_padding_with_more_rows_than_a_micro_batch_asks_for_grouping_alone() -> None:
+    settings = RunSettings({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1})
+    for rows in (64, None):  # more rows than a micro-batch, or a streamed set whose rows are not counted
+        (padding,) = [v for v in judge(_padded(rows), settings, None, False) if v.code == "padding"]
+        assert padding.change == {"extra_swift_args.group_by_length": True}

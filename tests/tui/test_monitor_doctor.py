@@ -21,10 +21,15 @@ from backend.rundir.layout import RunFolder
 from tests.doctor.padding_run import no_keeper_left, padding_run  # noqa: F401
 from tests.shared_runs import private_copy
 from tests.timing import scaled
+from tests.tui.conftest import drawn_lines
 from tests.tui.run_fixtures import open_monitor, wait_for
 from tui.app import WorkbenchApp
 from tui.modals.dialogs import ConfirmModal
 from tui.widgets.doctor_panel import DoctorPanel, VerdictCard
+
+# the padding verdict's change on the skewed run (8 rows, all 8 in every micro-batch)
+CHANGE = ("training.per_device_train_batch_size = 4, training.gradient_accumulation_steps = 2, "
+          "extra_swift_args.group_by_length = true")
 
 pytestmark = pytest.mark.slow
 SIZES = [(120, 36), (80, 24)]
@@ -109,14 +114,15 @@ async def test_a_key_on_the_padding_verdict_asks_then_queues_the_changed_profile
             card = pilot.app.focused
             assert isinstance(card, VerdictCard) and card.number == 1
             assert screen_lines(pilot.app)[-1].startswith("a Apply it ")  # the footer says the key on a verdict
-            change = "change: extra_swift_args.group_by_length = true (a: apply it)"
+            change = f"change: {CHANGE} (a: apply it)"
             await wait_for(pilot, lambda: change in flowing(pilot.app), what="the focused verdict whole on screen")
             text = flowing(pilot.app)
-            assert "1. pad " in text and "of tokens -> rows of like length batched together" in text
+            assert "1. pad " in text and "of tokens -> every micro-batch holds all 8 rows" in text
             await pilot.press("a")
             await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the question")
-            asked = flowing(pilot.app)
-            assert "Apply verdict 1: extra_swift_args.group_by_length = true." in asked
+            # the question as the dialog draws it (over the panel: the screen's lines mix both)
+            asked = " ".join(" ".join(drawn_lines(pilot.app.screen)).translate(FRAME).split())
+            assert f"Apply verdict 1: {CHANGE}." in asked
             assert "profile.doctor-padding.toml" in asked
             await pilot.press("y")
             written = run.path / "profile.doctor-padding.toml"
@@ -124,7 +130,7 @@ async def test_a_key_on_the_padding_verdict_asks_then_queues_the_changed_profile
                 pilot, lambda: (run.path / "doctor-applied.json").is_file(), timeout=120, what="the verdict applied"
             )
             entry_id = next(e.id for e in read_queue().entries)
-            notice = f"queued as entry {entry_id}: extra_swift_args.group_by_length = true; wrote {written}"
+            notice = f"queued as entry {entry_id}: {CHANGE}; wrote {written}"
             await wait_for(
                 pilot,
                 lambda: any(n.message == notice for n in pilot.app._notifications),
@@ -133,4 +139,9 @@ async def test_a_key_on_the_padding_verdict_asks_then_queues_the_changed_profile
     before = tomllib.loads(run.profile_path.read_text(encoding="utf-8"))
     after = tomllib.loads(written.read_text(encoding="utf-8"))
     before_extra, after_extra = before.pop("extra_swift_args", {}), after.pop("extra_swift_args")
-    assert after_extra == {**before_extra, "group_by_length": True} and after == before  # only that key differs
+    assert after_extra == {**before_extra, "group_by_length": True}
+    # every micro-batch held all 8 rows: 4 a micro-batch, 2 a step, the same 8 rows a step (#38)
+    assert after["training"].pop("per_device_train_batch_size") == 4
+    assert after["training"].pop("gradient_accumulation_steps") == 2
+    before["training"].pop("per_device_train_batch_size"), before["training"].pop("gradient_accumulation_steps")
+    assert after == before  # only those keys differ
