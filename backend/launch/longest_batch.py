@@ -11,7 +11,6 @@ peak of that micro-batch (its rows, padded to its longest row) on the device the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -124,8 +123,7 @@ def batch_order(
 ) -> dict[str, Any] | None:
     """swift's answer (cached), or None."""
     from backend.launch.validate.swift_build import launch_argv
-    from backend.oracle import OracleError, cached
-    from backend.oracle import ask as ask_oracle
+    from backend.oracle import ask_or_cached
 
     resolved = resolved or resolve_profile(profile, base_dir)
     datasets = _dataset_files(resolved)
@@ -136,20 +134,9 @@ def batch_order(
         return None
     payload, inputs, _ = request
     payload = {**payload, "world_size": profile.distribution.world_size}
-    inputs = [*inputs, *datasets]
-    hit = cached(QUESTION, payload, libraries=LIBRARIES, inputs=inputs)
-    if hit is not None or not ask:
-        return hit
-    say = progress or (lambda text: None)
-    say("asking swift in which order the run's batches come (its loader, template and sampler; cached)...")
-    started = time.monotonic()
-    try:
-        found = ask_oracle(QUESTION, payload, libraries=LIBRARIES, inputs=inputs, timeout=900)
-    except OracleError as err:
-        say(f"swift could not be asked for the batch order: {err}")
-        return None
-    say(f"swift answered in {time.monotonic() - started:.0f} s")
-    return found
+    return ask_or_cached(QUESTION, payload, libraries=LIBRARIES, inputs=[*inputs, *datasets], ask_child=ask,
+                         asking="asking swift in which order the run's batches come (its loader, template and "
+                                "sampler; cached)...", what="for the batch order", timeout=900, progress=progress)
 
 
 def _dataset_files(resolved: ResolvedProfile) -> list[Path]:

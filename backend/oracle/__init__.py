@@ -12,13 +12,14 @@ libraries and input files.
 
 from backend.oracle.cache import OracleCache, cache_key, code_digest, file_fingerprint, file_lock, library_versions
 from backend.oracle.errors import OracleCancelled, OracleError
-from backend.oracle.runner import ask, cached, run_child, start_warm, stop_warm
+from backend.oracle.runner import ask, ask_or_cached, cached, run_child, start_warm, stop_warm
 
 __all__ = [
     "OracleCache",
     "OracleCancelled",
     "OracleError",
     "ask",
+    "ask_or_cached",
     "cache_key",
     "cached",
     "code_digest",

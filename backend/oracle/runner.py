@@ -10,6 +10,7 @@ imports; elsewhere (the CLI, tests) each question has a one-shot child.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from backend.oracle.service import Cancelled, Child, Progress, WarmChild
 DEFAULT_TIMEOUT = 600.0
 _WARM: WarmChild | None = None
 
-__all__ = ["OracleCancelled", "OracleError", "ask", "cached", "run_child", "start_warm", "stop_warm"]
+__all__ = ["OracleCancelled", "OracleError", "ask", "ask_or_cached", "cached", "run_child", "start_warm",
+           "stop_warm"]
 
 
 def start_warm() -> None:
@@ -90,6 +92,28 @@ def ask(question: str, payload: dict[str, Any], *, libraries: Iterable[str] = ()
                      f"({question}; first time for this input, cached afterwards)")
         answer = run_child(question, payload, timeout=timeout, progress=progress, env=env, cancelled=cancelled)
         cache.put(question, key, answer, {"question": question, "versions": versions, "payload": payload})
+    return answer
+
+
+def ask_or_cached(question: str, payload: dict[str, Any], *, libraries: Iterable[str] = (),
+                  inputs: Iterable[Path] = (), ask_child: bool, asking: str, what: str,
+                  timeout: float = DEFAULT_TIMEOUT, progress: Progress | None = None) -> dict[str, Any] | None:
+    """The cached answer; else, when `ask_child`, the child's, said as it goes (`asking`: the line said before
+    the child starts; `what`: what was asked, for a failure) — None when not cached and not asked, or when the
+    child failed (said why)."""
+    inputs = tuple(inputs)
+    hit = cached(question, payload, libraries=libraries, inputs=inputs)
+    if hit is not None or not ask_child:
+        return hit
+    say = progress or (lambda text: None)
+    say(asking)
+    started = time.monotonic()
+    try:
+        answer = ask(question, payload, libraries=libraries, inputs=inputs, timeout=timeout)
+    except OracleError as err:
+        say(f"swift could not be asked {what}: {err}")
+        return None
+    say(f"swift answered in {time.monotonic() - started:.0f} s (cached: the next time is instant)")
     return answer
 
 

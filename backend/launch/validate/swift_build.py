@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,26 +85,12 @@ def _scratch_output(argv: list[str], output_dir: str) -> list[str]:
 
 def _answer(payload: dict[str, Any], inputs: list[Path], *, ask: bool,
             progress: Progress | None) -> dict[str, Any] | None:
-    from backend.oracle import OracleError, cached
-    from backend.oracle import ask as ask_oracle
+    from backend.oracle import ask_or_cached
 
-    hit = cached(QUESTION, payload, libraries=LIBRARIES, inputs=inputs)
-    if hit is not None or not ask:
-        return hit
-    say = progress or _quiet
-    say("asking swift to build the run's arguments (no weights loaded; once per swift version and profile)...")
-    started = time.monotonic()
-    try:
-        answer = ask_oracle(QUESTION, payload, libraries=LIBRARIES, inputs=inputs, timeout=300)
-    except OracleError as err:
-        say(f"swift could not be asked to build the arguments: {err}")
-        return None
-    say(f"swift answered in {time.monotonic() - started:.0f} s (cached: the next validate of this profile is instant)")
-    return answer
-
-
-def _quiet(text: str) -> object:
-    return None
+    return ask_or_cached(QUESTION, payload, libraries=LIBRARIES, inputs=inputs, ask_child=ask,
+                         asking="asking swift to build the run's arguments (no weights loaded; once per swift "
+                                "version and profile)...", what="to build the arguments", timeout=300,
+                         progress=progress)
 
 
 def _problem(found: dict[str, Any], profile: LaunchProfile, model_dir: Path) -> Problem:
