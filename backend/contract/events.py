@@ -316,6 +316,15 @@ class EventReader:
             events += self._take(decode_lines(block))
         return events
 
+    def each(self) -> Iterator[Event]:
+        """Every event from here to the file's end, decoded a block at a time (memory stays bounded on a long run)."""
+        while True:
+            before = self.offset
+            events = self.read_new(max_bytes=READ_BYTES)
+            if self.offset == before:
+                return
+            yield from events
+
     def _blocks(self, max_bytes: int | None) -> Iterator[bytes]:
         read = 0
         while max_bytes is None or read < max_bytes:

@@ -14,7 +14,7 @@ from typing import Any
 
 from backend.contract.events import EventReader, MemoryPhase, RunBegin, StepTime
 from backend.core.process_identity import this_host
-from backend.core.tail import READ_BYTES, mark
+from backend.core.tail import mark
 from backend.estimate.calibration import (
     CPU,
     CacheFile,
@@ -82,20 +82,15 @@ def _measured(run: RunFolder, marks: list[Any], forecast: dict[str, Any], worker
     children: dict[str, int] = {}
     kind: str | None = None
     reader = EventReader(run.events_path)
-    while True:
-        before = reader.offset
-        events = reader.read_new(max_bytes=READ_BYTES)
-        if reader.offset == before:
-            break
-        for event in events:
-            if isinstance(event, RunBegin) and event.devices:
-                kind = CPU if all(d.startswith("cpu") for d in event.devices) else kind
-            elif isinstance(event, StepTime) and event.device_name and event.rank == 0 and kind is None:
-                kind = event.device_name
-            elif isinstance(event, MemoryPhase) and event.rss_bytes:
-                own[event.phase] = max(own.get(event.phase, 0), event.rss_bytes)
-                extra = (event.tree_rss_bytes or event.rss_bytes) - event.rss_bytes
-                children[event.phase] = max(children.get(event.phase, 0), extra)
+    for event in reader.each():
+        if isinstance(event, RunBegin) and event.devices:
+            kind = CPU if all(d.startswith("cpu") for d in event.devices) else kind
+        elif isinstance(event, StepTime) and event.device_name and event.rank == 0 and kind is None:
+            kind = event.device_name
+        elif isinstance(event, MemoryPhase) and event.rss_bytes:
+            own[event.phase] = max(own.get(event.phase, 0), event.rss_bytes)
+            extra = (event.tree_rss_bytes or event.rss_bytes) - event.rss_bytes
+            children[event.phase] = max(children.get(event.phase, 0), extra)
     problems = reader.problems()
     if problems:
         return RunRecord(run.run_id, marks, problem=f"events.jsonl damaged ({'; '.join(problems)})")

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from backend.contract.events import EventReader, Log, MemoryPhase, RunBegin, RunEnd
-from backend.core.tail import READ_BYTES
 from backend.core.units import gib, size
 from backend.estimate.measured import compare, compare_phases, keep_phase
 from backend.rundir.layout import RunFolder
@@ -32,24 +31,19 @@ def measured_peaks(run: RunFolder) -> dict[str, Any]:
     begin_rss: int | None = None
     phases: dict[str, dict[str, int]] = {}  # phase -> measurement -> the largest over ranks and recurrences
     reader = EventReader(run.events_path)
-    while True:
-        before = reader.offset
-        events = reader.read_new(max_bytes=READ_BYTES)
-        if reader.offset == before:
-            break
-        for event in events:
-            if isinstance(event, RunBegin) and event.rank == 0 and begin_rss is None:
-                begin_rss = event.rss_bytes
-            if isinstance(event, (RunBegin, Log)):
-                keep("host_rss_bytes", event.rss_bytes)
-            if isinstance(event, RunEnd):
-                keep("host_rss_bytes", event.peak_rss_bytes)
-            if isinstance(event, MemoryPhase):
-                keep_phase(phases, event)
-            for device in (event.cuda or [] if isinstance(event, Log) else
-                           event.cuda_peaks if isinstance(event, RunEnd) else []):
-                keep("cuda_max_reserved_bytes", device.max_reserved)
-                keep("cuda_max_allocated_bytes", device.max_allocated)
+    for event in reader.each():
+        if isinstance(event, RunBegin) and event.rank == 0 and begin_rss is None:
+            begin_rss = event.rss_bytes
+        if isinstance(event, (RunBegin, Log)):
+            keep("host_rss_bytes", event.rss_bytes)
+        if isinstance(event, RunEnd):
+            keep("host_rss_bytes", event.peak_rss_bytes)
+        if isinstance(event, MemoryPhase):
+            keep_phase(phases, event)
+        for device in (event.cuda or [] if isinstance(event, Log) else
+                       event.cuda_peaks if isinstance(event, RunEnd) else []):
+            keep("cuda_max_reserved_bytes", device.max_reserved)
+            keep("cuda_max_allocated_bytes", device.max_allocated)
     result: dict[str, Any] = {kind: peaks.get(kind) for kind in LABELS}
     result["problems"] = reader.problems()
     result["phases"] = phases
