@@ -43,6 +43,8 @@ class Case:
     host: bool = False  # the measurement is the node's host RAM, not one GPU's peak
 
 
+QWEN_README = ("github.com/QwenLM/Qwen README, 'Profiling of Memory and Speed' (Qwen-7B, LoRA row; its shape in Qwen2's "
+               "layout: tests/estimate/fixtures/qwen_7b_v1)")
 UNSLOTH = "github.com/unslothai/unsloth README, 'Llama 3.1 (8B) max. context length', Hugging Face + FA2"
 # the Hugging Face baseline is PEFT's QLoRA recipe: prepare_model_for_kbit_training upcasts embeddings, lm_head
 # and norms to fp32 (so the logits come out fp32 and stay held by the output); ms-swift does not do that
@@ -67,6 +69,12 @@ CASES = (
     *(Case(f"Unsloth HF+FA2 Llama-3.1-8B QLoRA, {tokens:,} tokens on {card} GB", UNSLOTH, "llama3_1_8b", card,
            dict(UNSLOTH_8B, max_length=tokens))
       for card, tokens in ((12, 932), (16, 2_551), (24, 5_789), (40, 12_264), (48, 15_502), (80, 28_454))),
+    # long context: Qwen-7B LoRA (r 64, alpha 16, dropout 0.05, every linear; adapters in the model's bf16 as PEFT
+    # kept them then), flash attention 2, batch 1, gradient checkpointing, one A100-80G; "G" read as 10^9 bytes
+    *(Case(f"Qwen-7B LoRA, {tokens:,} tokens, FA2", QWEN_README, "qwen_7b_v1", measured * 10**9 / GIB,
+           dict(tuner="lora", lora_rank=64, lora_alpha=16, lora_dropout=0.05, adapter_dtype="bf16",
+                attn_implementation="flash_attn", max_length=tokens))
+      for tokens, measured in ((4096, 29.7), (8192, 36.6))),
     # nvidia-smi's per-GPU figure (reserved memory + CUDA context), rounded by its author: an upper bound
     Case("FSDP QLoRA + CPU offload x4, Llama-3-70B, 3072", "philschmid/deep-learning-pytorch-huggingface "
          "training/fsdp-qlora-distributed-llama3.ipynb ('FSDP + Q-Lora + CPU offloading needs 4x24GB GPUs, "
