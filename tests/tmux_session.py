@@ -31,9 +31,12 @@ class Tmux:
     def start(self, session: str, command: str, size: tuple[int, int] = (160, 48)) -> int:
         """Start `command` in a new terminal (tmux session); return the pid of the pane's process.
 
-        COLUMNS/LINES of the test runner would override the terminal's real size."""
+        COLUMNS/LINES of the test runner would override the terminal's real size. The pane stays on the screen
+        after its command exits (remain-on-exit, set in the same tmux call, before the command can end): a
+        command that prints its last line and exits would otherwise take the screen with it."""
         line = f"cd {shlex.quote(str(REPO))} && exec env -u COLUMNS -u LINES TERM=xterm-256color {command}"
-        self("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), line, check=True)
+        self("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), line,
+             ";", "set-option", "-t", session, "remain-on-exit", "on", check=True)
         return int(self("display-message", "-p", "-t", session, "#{pane_pid}").strip())
 
     def screen(self, session: str) -> str:
