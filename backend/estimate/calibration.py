@@ -21,6 +21,7 @@ has lent it (backend/estimate/calibration_hook.py, filled by backend.cli.wiring)
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -30,7 +31,7 @@ from typing import Any
 import msgspec
 
 from backend.core.fs import write_bytes_atomic
-from backend.core.paths import workspace_dir
+from backend.core.paths import cache_dir, workspace_dir
 from backend.core.process_identity import this_host
 from backend.core.units import gib
 from backend.estimate import terms as t
@@ -115,8 +116,10 @@ def loader_worker_of_run(tree_extra: Mapping[str, int], workers: int | None) -> 
 
 
 def calibration_path(host: str | None = None) -> Path:
-    """Per machine (a workspace may be shared by several): `<workspace>/.calibration-<host>.json`."""
-    return workspace_dir() / f".calibration-{host or this_host()}.json"
+    """Per workspace and machine (a workspace may be shared by several), in the user's cache: the runs folder
+    holds run folders only. `<cache>/calibration/<workspace digest>-<host>.json`."""
+    workspace = hashlib.sha256(str(workspace_dir()).encode()).hexdigest()[:16]
+    return cache_dir() / "calibration" / f"{workspace}-{host or this_host()}.json"
 
 
 def read_cache(host: str | None = None) -> CacheFile | None:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from backend.cli.app import full_app
 from backend.core.process_identity import this_host
+from backend.estimate.calibration import calibration_path
 from backend.queue.admission import why_waiting
 from backend.queue.store import Entry, QueueFile
 from backend.rundir.layout import RunFolder
@@ -75,7 +76,8 @@ def test_a_new_run_is_counted_at_the_next_forecast(isolated_runs: Path) -> None:
     assert "measured over 2 runs" in estimate()
     copy_runs(isolated_runs, THREE[2:])
     assert "measured over 3 runs" in estimate()
-    assert (isolated_runs / f".calibration-{this_host()}.json").is_file()
+    assert calibration_path().is_file() and calibration_path().name.endswith(f"-{this_host()}.json")
+    assert not [p.name for p in isolated_runs.iterdir() if not p.is_dir()]  # the runs folder holds runs only
 
 
 def test_a_damaged_run_record_is_named_and_skipped(isolated_runs: Path) -> None:
