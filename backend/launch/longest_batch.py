@@ -12,7 +12,7 @@ peak of that micro-batch (its rows, padded to its longest row) on the device the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +47,7 @@ class LongestBatch:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "steps": self.steps,
-            "padded_tokens": self.padded_tokens,
-            "rows": self.rows,
-            "longest_row": self.longest_row,
-            "peak_bytes": self.peak_bytes,
-            "capacity_bytes": self.capacity_bytes,
-            "on_host": self.on_host,
-            "line": self.line(),
-        }
+        return {**asdict(self), "line": self.line()}
 
 
 def _of(peak: int, capacity: int | None) -> str:
