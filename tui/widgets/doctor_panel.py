@@ -179,7 +179,6 @@ class DoctorPanel(WorkerFailures, Vertical):
 
     @on(Loaded)
     async def _loaded(self, message: Loaded) -> None:
-        self.loads += 1
         self.diagnosis, self._mark = message.diagnosis, message.mark
         diagnosis = message.diagnosis
         active = diagnosis.numbered()
@@ -194,7 +193,8 @@ class DoctorPanel(WorkerFailures, Vertical):
             await box.remove_children()
             await box.mount_all([VerdictCard(number, verdict, lines) for number, verdict, lines in message.cards])
             if had_focus or self.has_class("-shown"):
-                self.call_after_refresh(self.focus_first)
+                self.focus_first()
+        self.loads += 1  # counted once shown whole, its cards mounted and the first one focused
 
     # ------------------------------------------------------------ applying
 
