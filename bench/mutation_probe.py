@@ -145,10 +145,14 @@ def scratch_copy(into: Path) -> Path:
     return tree
 
 
+NO_BYTECODE_CACHE = "WORKBENCH_TESTS_COMPILE_EACH_TIME"
+
+
 def copy_env(tree: Path) -> dict[str, str]:
     """The environment of every child: the copy first on the import path (before the venv's editable install
-    of the working tree, which would otherwise win)."""
-    return {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    of the working tree, which would otherwise win), and no bytecode: a break and its undoing can fall in one
+    second with one size, which a cached .pyc would not tell apart (tests/conftest.py's keep_bytecode)."""
+    return {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", NO_BYTECODE_CACHE: "1"}
 
 
 def imports_come_from(tree: Path) -> None:

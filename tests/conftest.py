@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,22 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_configure(config: pytest.Config) -> None:
     """Fix the session's wall-clock factor before the xdist workers start (they inherit it)."""
     time_factor()
+    keep_bytecode()
+
+
+def keep_bytecode() -> None:
+    """The project's modules compiled once a session, not in every process the tests start (the CLI, the
+    supervisors, the oracle's children, the trainer's callback: ~0.1 s each). A machine that sets
+    PYTHONDONTWRITEBYTECODE (this sandbox does) compiles them from source each time; installed libraries
+    have their bytecode from pip. The cache goes to a folder of its own (PYTHONPYCACHEPREFIX), never into
+    the tree; Python checks each file's size and mtime against its source, so a stale entry is never used."""
+    if os.environ.get("WORKBENCH_TESTS_COMPILE_EACH_TIME"):  # bench/mutation_probe.py: every break compiled
+        return
+    if not os.environ.pop("PYTHONDONTWRITEBYTECODE", None) or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    prefix = Path(tempfile.gettempdir()) / f"workbench-tests-pycache-{os.getuid()}"
+    os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
+    sys.pycache_prefix, sys.dont_write_bytecode = str(prefix), False
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
