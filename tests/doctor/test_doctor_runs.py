@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from backend.cli.app import full_app
 from backend.contract.events import read_all
 from backend.core.paths import SHIPPED_PROFILES_DIR
-from backend.data.swift_view import ask_row, request_for
+from backend.data.swift_view import ask_report, request_for
 from backend.doctor.report import diagnose
 from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV, INJECT_SLOW_RANK_ENV
 from backend.profile import LaunchProfile, load_profile
@@ -30,13 +30,15 @@ from tests.timing import wait_until
 pytestmark = pytest.mark.slow
 
 
-def _token_counts(path: Path) -> list[int]:
-    """swift's own length of each row (its template's input_ids), through the data oracle."""
+def _swift_lengths(path: Path) -> tuple[int, int, int]:
+    """The rows' total, longest and shortest length in swift's own tokens (its template's input_ids), from one
+    report of the data oracle (one child, where a question per row took one child each)."""
     data = load_profile(SHIPPED_PROFILES_DIR / "quickstart.toml").model_dump()
     data["data"]["train"] = [str(path)]
     data["training"]["max_length"] = MAX_LENGTH
-    request = request_for(LaunchProfile.model_validate(data), SHIPPED_PROFILES_DIR)
-    return [int(ask_row(request, row)["tokens"]) for row in range(1, 9)]
+    report = ask_report(request_for(LaunchProfile.model_validate(data), SHIPPED_PROFILES_DIR))
+    assert (report["rows"], report["train_rows"], report["truncated_rows"]) == (ROWS, ROWS, 0), report
+    return report["datasets"][0]["tokens"], report["token_lengths"]["max"], report["token_lengths"]["min"]
 
 
 def _codes(run: Any) -> list[str]:
@@ -47,10 +49,10 @@ def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_th
         isolated_runs: Path) -> None:
     run = padding_run()
     path = run.path.parent / "skewed.jsonl"
-    lengths = _token_counts(path)
-    assert max(lengths) > 2 * min(lengths)  # skewed indeed
+    total, longest, shortest = _swift_lengths(path)
+    assert longest > 2 * shortest  # skewed indeed
     # every step takes all 8 rows (whatever the shuffle): each is padded to the longest
-    real, padded = STEPS * sum(lengths), STEPS * (ROWS * max(lengths) - sum(lengths))
+    real, padded = STEPS * total, STEPS * (ROWS * longest - total)
     assert read_all(run.events_path)[-1]["type"] == "run_end"  # the timing's last event comes before it
     diagnosis = diagnose(run)
     assert (diagnosis.measured.real_tokens, diagnosis.measured.padded_tokens) == (real, padded)
