@@ -170,3 +170,24 @@ def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         leftovers = run_processes(RunFolder(folder).path)
         if leftovers:
             signal_processes(leftovers, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def warm_oracle() -> Iterator[None]:
+    """The module's library questions go to one warm child, as the app's do (backend/oracle/runner.py): swift is
+    imported once (~8 s) instead of once a question. For modules whose subject is what the libraries answer,
+    not the one-shot child; a changed environment or question code still gets a fresh child."""
+    from backend.oracle import service, start_warm, stop_warm
+
+    real_env = service.child_env
+
+    def env_without_test_name(extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = real_env(extra)
+        env.pop("PYTEST_CURRENT_TEST", None)  # pytest renames it every test: the child would be restarted each time
+        return env
+
+    service.child_env = env_without_test_name  # type: ignore[assignment]
+    start_warm()
+    yield
+    stop_warm()
+    service.child_env = real_env  # type: ignore[assignment]
