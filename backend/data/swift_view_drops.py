@@ -35,10 +35,12 @@ def observe_preprocessor(drops: Drops) -> None:
 
     original = RowPreprocessor.batched_preprocess
     if getattr(original, "_workbench_observed", False):
+        original._workbench_drops = drops  # a warm child's next question records into its own Drops
         return
 
     def observed(self: Any, batched_row: dict[str, Any], *, strict: bool,
                  ignore_max_length_error: bool) -> dict[str, Any]:
+        drops: Drops = observed._workbench_drops  # type: ignore[attr-defined]
         size = len(next(iter(batched_row.values()))) if batched_row else 0
         start = drops.seen
         drops.seen += size
@@ -69,6 +71,7 @@ def observe_preprocessor(drops: Drops) -> None:
         return merged
 
     observed._workbench_observed = True  # type: ignore[attr-defined]
+    observed._workbench_drops = drops  # type: ignore[attr-defined]
     RowPreprocessor.batched_preprocess = observed
 
 
