@@ -123,3 +123,19 @@ def test_one_row_rendered_with_trained_tokens(formats_request: DataRequest, swif
     dropped = ask_row(formats_request, 2, dataset=next(i for i, f in enumerate(formats)
                                                        if f.name == "malformed rows"))
     assert "swift drops this row" in dropped["error"] and "wizard" in dropped["error"]
+
+
+def test_each_question_of_one_warm_child_names_its_own_dropped_rows(tmp_path: Path, tiny_model: Path) -> None:
+    """The app asks its data questions of one warm child (this module too): the second file's dropped rows are
+    its own, not an empty list left from the first question."""
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
+    bad = '{"foo": "no messages"}\n'
+    (tmp_path / "a.jsonl").write_text(good + bad + good)
+    (tmp_path / "b.jsonl").write_text(bad + good + bad)
+    dropped = {}
+    for name in ("a", "b"):
+        request = DataRequest(refs=[str(tmp_path / f"{name}.jsonl")], model=str(tiny_model), model_type="qwen2",
+                              template="qwen")
+        data = ask_report(request)["datasets"][0]
+        dropped[name] = ([row["line"] for row in data["dropped_rows"]], data["train_rows"])
+    assert dropped == {"a": ([2], 2), "b": ([1, 3], 1)}
