@@ -61,9 +61,8 @@ class WorkbenchApp(WorkerFailures, App[None]):
         # DEFAULT_MODE, a class variable, in App.__init__: this app's start mode is per instance)
         self.DEFAULT_MODE = start_mode  # type: ignore[misc]
         super().__init__()
-        from backend.cli.wiring import install
-
-        install()  # the lifecycle floor's lookups and rules, registered with the floors below
+        if start_mode != "launch":  # the launch screen installs them as it reads its profile, after its frame
+            install_wiring()
         self.profile_path = Path(profile_path) if profile_path is not None else None
         self.start_mode = start_mode
         self.hardware = hardware
@@ -111,6 +110,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     def on_ready(self) -> None:
         """The first frame is on screen: now the app and the launch screen may start their slower work."""
+        install_wiring()
         self.first_frame_shown = True
         collector.first_frame_drawn()
         # what the first frame does not show starts now, not beside it (a thread, a child process, imports)
@@ -154,7 +154,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     async def action_quit(self) -> None:
         launch = self.launch_screen
-        if launch is None or not launch.document.is_dirty:
+        if launch is None or not launch.is_dirty:
             self.exit()
             return
         launch.confirm_quit(self.exit)
@@ -189,6 +189,14 @@ class WorkbenchApp(WorkerFailures, App[None]):
         commands = getattr(screen, "system_commands", None)
         if commands is not None:
             yield from commands()
+
+
+def install_wiring() -> None:
+    """The lifecycle floor's lookups and rules, registered with the floors below (once a process; their imports,
+    the run folder's and the profile's models among them, are most of the launch screen's own)."""
+    from backend.cli.wiring import install
+
+    install()
 
 
 def run_app(profile_path: Path, refresh_seconds: float | None = None, low_bandwidth: bool = False) -> None:

@@ -8,10 +8,13 @@ broken into lines with backslash continuations, so what is shown is what runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.core.shell_words import ShellVar, quote
-from backend.launch.command import LaunchPlan
 from backend.launch.swift_schema import is_secret_name
+
+if TYPE_CHECKING:
+    from backend.launch.command import LaunchPlan
 
 
 def command_lines(plan: LaunchPlan) -> list[str]:

@@ -20,8 +20,22 @@ from tests.timing import scaled, timed_out
 QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
 
 
+async def launch_opened(pilot: Pilot, timeout: float = 30.0) -> None:
+    """Wait until the launch screen shown has read its profile and built its form (right after its first frame,
+    #41), as the user waits for the form to appear."""
+    from tui.screens.launch import LaunchScreen
+
+    screen, start = pilot.app.screen, time.monotonic()
+    while isinstance(screen, LaunchScreen) and not screen.opened:
+        if time.monotonic() - start > scaled(timeout):
+            raise timed_out("the launch screen's form", timeout, time.monotonic() - start)
+        await pilot.pause(0.02)
+
+
 async def settle(pilot: Pilot, rounds: int = 3) -> None:
-    """Let workers finish and their messages land (scans, model details, token counts)."""
+    """Let the launch screen build its form, then workers finish and their messages land (scans, model details,
+    token counts)."""
+    await launch_opened(pilot)
     for _ in range(rounds):
         await pilot.pause()
         try:

@@ -17,7 +17,7 @@ import pytest
 
 import backend.data.first_look
 from tests.fakes import CPU_BOX
-from tests.tui.conftest import QUICKSTART, settle, shown, until_shown
+from tests.tui.conftest import QUICKSTART, launch_opened, settle, shown, until_shown
 from tui.app import WorkbenchApp
 from tui.widgets.dataset_details import DatasetSummary
 from tui.widgets.swift_report import SwiftDataReport
@@ -34,6 +34,7 @@ async def test_the_data_tab_shows_scanning_then_the_rows(monkeypatch: pytest.Mon
     monkeypatch.setattr(backend.data.first_look, "scan_dataset", slow_scan)
     app = WorkbenchApp(QUICKSTART, hardware=CPU_BOX)
     async with app.run_test(size=(120, 40)) as pilot:
+        await launch_opened(pilot)
         app.screen.form.show_tab("data")
         summary = app.screen.query_one(DatasetSummary)
 

@@ -7,6 +7,10 @@ model, the datasets and the memory forecast in their own workers. Widgets send m
 (`SettingsTabs.Changed`, `ModelDetails.Inferred`, `ValidationPanel.JumpTo`); nothing is pushed
 into them. Validation and the plan are computed in memory on every change (about 0.1 ms).
 Profile files (save, save as, open, diff) are in launch_files.py.
+
+The first frame is the screen's frame (status line, footer, "opening …"): the profile, its models and the
+form are read and built right after it (launch_workspace.py), so the app draws at the pace of Textual's
+smallest app (#41). Until then the screen's keys are off and `opened` is False.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -26,28 +31,25 @@ from textual.screen import Screen
 from textual.widgets import Button, Static
 
 from backend.hardware.machine import HardwareInfo, detect_hardware
-from backend.launch.command import LaunchPlan, build_launch
-from backend.launch.validate import Problem, errors, resolve_profile, validate
-from backend.profile import LaunchProfile
-from backend.rundir.layout import preview_dir
 from tui.messages import RunLaunched
-from tui.modals.dataset_picker import DatasetPickerScreen
-from tui.modals.dialogs import Choice, ConfirmScreen
-from tui.modals.model_picker import ModelPickerScreen
-from tui.profile_document import ProfileDocument
-from tui.profile_fields import TABS
 from tui.safe import plain
 from tui.screens.launch_files import ProfileFiles
-from tui.screens.launch_support import NARROW_BELOW, hardware_line, launch_summary
-from tui.widgets.dataset_details import DataQuery, DatasetSummary
-from tui.widgets.details_pane import DetailsPane
-from tui.widgets.memory_line import ForecastQuery, MemoryLine
-from tui.widgets.model_details import ModelDetails, ModelQuery
+from tui.widgets.memory_line import MemoryLine
 from tui.widgets.quiet import QuietFooter, show_text
-from tui.widgets.settings_tabs import SettingsTabs
-from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
-from tui.widgets.validation_panel import ValidationPanel
 from tui.worker_failures import WorkerFailures, failure_text
+
+if TYPE_CHECKING:  # imported once the first frame is drawn (tui/screens/launch_workspace.py)
+    from backend.launch.command import LaunchPlan
+    from backend.launch.validate import Problem
+    from backend.profile import LaunchProfile
+    from tui.widgets.dataset_details import DataQuery
+    from tui.widgets.memory_line import ForecastQuery
+    from tui.widgets.model_details import ModelDetails, ModelQuery
+    from tui.widgets.settings_tabs import SettingsTabs
+    from tui.widgets.swift_report import SwiftDataQuery
+    from tui.widgets.validation_panel import ValidationPanel
+
+NARROW_BELOW = 120  # columns: below this the details pane goes under the form
 
 
 class LaunchChoice(Enum):
@@ -107,10 +109,12 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
     def __init__(self, profile_path: Path | None, *, hardware: HardwareInfo | None = None) -> None:
         # the layout class is known before the first style pass (changing it later restyles every widget)
         super().__init__(id="launch", classes="-narrow" if self.app.size.width < NARROW_BELOW else None)
-        self.document = ProfileDocument.open(profile_path)
+        self.profile_path = profile_path
         self.set_reactive(LaunchScreen.hardware, hardware)
         self.model_problems: tuple[Problem, ...] = ()  # swift cannot infer model_type / template
-        self._started = False  # workers start after the first frame
+        self.opened = False  # the profile read and the form built (right after the first frame)
+        self._opening = False
+        self._started = False  # the workers start once the form is built
 
     # ------------------------------------------------------------ what tests and the app read
 
@@ -120,7 +124,14 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
 
     @property
     def form(self) -> SettingsTabs:
+        from tui.widgets.settings_tabs import SettingsTabs
+
         return self.query_one(SettingsTabs)
+
+    @property
+    def is_dirty(self) -> bool:
+        """The form holds changes not saved (False until the profile is read)."""
+        return self.opened and self.document.is_dirty
 
     # ------------------------------------------------------------ layout
 
@@ -129,37 +140,50 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             yield Static(id="status-profile", markup=False)
             yield Static(id="status-hardware", markup=False)
         with Horizontal(id="workspace"):
-            beside = {  # shown under their fields, styled as the tab's notes (.tab-info)
-                "model.source": ModelDetails(id="model-details", classes="tab-info").data_bind(
-                    question=LaunchScreen.model_query),
-                "data.train": DatasetSummary(id="dataset-summary", classes="tab-info").data_bind(
-                    question=LaunchScreen.data_query),
-                "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
-                    question=LaunchScreen.swift_data_query)}
-            yield SettingsTabs(self.document, beside=beside, id="settings").data_bind(
-                LaunchScreen.revision, LaunchScreen.problems, LaunchScreen.hardware, LaunchScreen.suggestions)
-            yield DetailsPane(id="details").data_bind(LaunchScreen.problems, LaunchScreen.plan, LaunchScreen.plan_error)
-        yield MemoryLine(id="memory-line").data_bind(question=LaunchScreen.forecast_query)
+            yield Static(plain(f"Opening {self.profile_path or 'the built-in profile'}…"), id="launch-opening",
+                         markup=False)
+        yield MemoryLine(id="memory-line").data_bind(question=LaunchScreen.forecast_query)  # its row from the start
         yield QuietFooter()
 
     def on_mount(self) -> None:
+        if getattr(self.app, "first_frame_shown", True):  # a later screen: the app's first frame is long drawn
+            self.after_first_frame()
+
+    def after_first_frame(self) -> None:
+        """Read the profile and build the form (the app calls this once its first frame is drawn)."""
+        if not self._opening and self.is_mounted:
+            self._opening = True
+            self.call_later(self._open)  # in the screen's own turn: it owns the form's bindings
+
+    async def _open(self) -> None:
+        """Read the profile and build the form and the details pane (their modules too), then start the workers."""
+        from tui.app import install_wiring
+        from tui.screens.launch_workspace import open_document, workspace_widgets
+
+        install_wiring()  # the validation rules of [watch], [notify], output_dir and golden prompts among them
+        self.document = open_document(self.profile_path)
+        form, details = workspace_widgets(self)
+        workspace = self.query_one("#workspace", Horizontal)
+        await workspace.query_one("#launch-opening").remove()
+        await workspace.mount_all([form, details])
+        if not self.is_attached:  # the app quit while the form was being built
+            return
+        self.opened = True
+        self.refresh_bindings()
+        tabs = next(iter(self.query(self.AUTO_FOCUS)), None)
+        if self.focused is None and tabs is not None:
+            self.set_focus(tabs)  # Textual's AUTO_FOCUS found no form at mount
         if self.document.open_problem:
             self.notify(self.document.open_problem, title="Profile not opened", severity="error", timeout=15,
                         markup=False)
-        self._follow()
-        # everything slow starts once the first frame is on screen (the app calls after_first_frame)
-        if getattr(self.app, "first_frame_shown", True):
-            self.call_after_refresh(self.after_first_frame)
-
-    def after_first_frame(self) -> None:
-        """Start the workers (called once the first frame is drawn; the form fills its hidden tabs itself)."""
-        if self._started or not self.is_mounted:
-            return
-        self._started = True
-        self.form.after_first_frame()
+        form.after_first_frame()
         if self.hardware is None:
             self._detect_hardware()
+        self._started = True
         self._follow()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.opened or None  # the keys wait for the form (None: shown dimmed)
 
     def on_resize(self) -> None:
         narrow = self.app.size.width < NARROW_BELOW
@@ -182,40 +206,34 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         self.model_problems = ()  # they were about the previous model
 
     def _follow(self) -> None:
+        if not self.opened:
+            return
         self._check()
         self._show_status()
         if not self._started:
             return
-        doc, p = self.document, self.document.profile
-        self.model_query = ModelQuery(p.model.source, p.model.model_type, p.model.template, doc.base_dir)
-        self.data_query = DataQuery((*p.data.train, *p.data.val), doc.base_dir)
-        self.swift_data_query = SwiftDataQuery.of(p, doc.base_dir)
-        if self.hardware is not None:
-            self.forecast_query = ForecastQuery(p.model_copy(deep=True), doc.base_dir, self.hardware)
+        from tui.screens.launch_workspace import queries
+
+        self.model_query, self.data_query, self.swift_data_query, forecast = queries(self.document, self.hardware)
+        if forecast is not None:
+            self.forecast_query = forecast
 
     def _check(self) -> None:
         """Validation and the plan, in memory: nothing is written."""
         if self.hardware is None:
             return
-        doc = self.document
-        problems = [Problem(path, "error", f"the typed value is refused: {message}",
-                            "Correct it; until then the profile keeps the last accepted value.")
-                    for path, message in doc.refused.items()]
-        resolved = resolve_profile(doc.profile, doc.base_dir)  # once: the Command tab names what was validated
-        problems += validate(doc.profile, self.hardware, base_dir=doc.base_dir, resolved=resolved)
-        problems += self.model_problems
-        problems.sort(key=lambda p: p.severity != "error")
-        self.problems = tuple(problems)
-        try:
-            self.plan = build_launch(doc.profile, preview_dir(doc.profile.name), self.hardware, base_dir=doc.base_dir,
-                                     resolved=resolved)
-        except Exception as err:  # a half-edited profile may not build: say why instead of a stale plan
-            self.plan_error = f"The command cannot be built yet: {err}"
-            self.plan = None
+        from tui.screens.launch_workspace import check
+
+        self.problems, plan, error = check(self.document, self.hardware, self.model_problems)
+        if plan is None:
+            self.plan_error = error
+        self.plan = plan
 
     def _show_status(self) -> None:
-        if not self.is_mounted:
+        if not self.is_mounted or not self.opened:
             return
+        from tui.screens.launch_support import hardware_line
+
         doc = self.document
         dirty = doc.is_dirty
         status = self.query_one("#status-profile", Static)
@@ -226,12 +244,10 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         show_text(self.query_one("#status-hardware", Static),
                   failure_text(failure) if failure else hardware_line(self.hardware))
 
-    @on(SettingsTabs.Changed)
-    def _form_changed(self) -> None:
+    def on_settings_tabs_changed(self, event: SettingsTabs.Changed) -> None:
         self.changed()
 
-    @on(ModelDetails.Inferred)
-    def _inferred(self, event: ModelDetails.Inferred) -> None:
+    def on_model_details_inferred(self, event: ModelDetails.Inferred) -> None:
         self.model_problems = event.problems
         self.suggestions = event.suggestions
         self._check()
@@ -244,8 +260,7 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
     def show_field(self, path: str) -> None:
         self.form.show_field(path)
 
-    @on(ValidationPanel.JumpTo)
-    def _jump(self, event: ValidationPanel.JumpTo) -> None:
+    def on_validation_panel_jump_to(self, event: ValidationPanel.JumpTo) -> None:
         self.show_field(event.field)
 
     # ------------------------------------------------------------ hardware
@@ -269,6 +284,8 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
     # ------------------------------------------------------------ pickers
 
     def action_pick_model(self) -> None:
+        from tui.modals.model_picker import ModelPickerScreen
+
         roots = list(dict.fromkeys([Path.cwd(), self.document.base_dir]))
         self.app.push_screen(ModelPickerScreen(self.profile.model.source, roots), self._model_picked)
 
@@ -280,6 +297,8 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
             self.changed()
 
     def action_pick_dataset(self) -> None:
+        from tui.modals.dataset_picker import DatasetPickerScreen
+
         current = self.profile.data.train[0] if self.profile.data.train else ""
         base_dir = self.document.base_dir
         self.app.push_screen(DatasetPickerScreen(current, list(dict.fromkeys([Path.cwd(), base_dir])), base_dir),
@@ -305,7 +324,9 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
     # ------------------------------------------------------------ details pane, navigation
 
     def action_cycle_details(self) -> None:
-        self.query_one(DetailsPane).cycle()
+        from tui.widgets.details_pane import DetailsPane
+
+        self.query_one("#details", DetailsPane).cycle()
 
     def action_next_group(self) -> None:
         self.form.next_tab()
@@ -316,6 +337,11 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
         if self.hardware is None:
             self.notify("Still detecting this machine's hardware; try again in a moment.", severity="warning")
             return
+        from backend.launch.validate import errors
+        from tui.modals.dialogs import Choice, ConfirmScreen
+        from tui.screens.launch_support import launch_summary
+        from tui.widgets.details_pane import DetailsPane
+
         blocking = errors(list(self.problems or ()))
         if blocking:
             self.query_one(DetailsPane).show("details-problems")
@@ -381,6 +407,10 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
                               for key in binding.key.split(","))
             yield SystemCommand(f"{binding.description}", f"{binding.tooltip} ({keys})",
                                 lambda action=binding.action: self.run_action(action))
+        if not self.opened:
+            return
+        from tui.profile_fields import TABS
+
         for tab_id, title, _ in TABS:
             yield SystemCommand(f"Settings: {title}", f"Show the {title} settings",
                                 lambda tab=tab_id: self.form.show_tab(tab))

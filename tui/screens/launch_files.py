@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.core.fs import write_text_atomic
-from tui.command_text import display_path, launch_script
 from tui.modals.dialogs import Choice, ConfirmScreen, PathPromptScreen, TextScreen
-from tui.profile_document import ProfileDocument, SaveRefused, check_profile, profile_choices
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the document and its profile models are imported once the first frame is drawn (#41)
     from textual.screen import Screen
 
     from backend.launch.command import LaunchPlan
+    from tui.profile_document import ProfileDocument
 
     _Base = Screen
 else:
@@ -57,6 +56,9 @@ class ProfileFiles(_Base):
 
     def save_to(self, path: Path, *, as_new: bool = False) -> bool:
         """Save the form's profile to `path`; False (and a message) when it cannot be."""
+        from tui.command_text import display_path
+        from tui.profile_document import SaveRefused
+
         try:
             saved = self.document.save_as(path) if as_new else self.document.save(path)
         except SaveRefused as err:
@@ -72,6 +74,8 @@ class ProfileFiles(_Base):
         self.app.push_screen(prompt, lambda path: self._save_as_chosen(path, then))
 
     def _save_as_chosen(self, path: Path | None, then: Callable[[], object] | None) -> None:
+        from tui.command_text import display_path
+
         if path is None:
             return
         path = path.resolve()
@@ -120,11 +124,16 @@ class ProfileFiles(_Base):
         self._ask_open()
 
     def _ask_open(self) -> None:
+        from tui.profile_document import check_profile, profile_choices
+
         self.app.push_screen(PathPromptScreen("Open profile", "", suggestions=profile_choices(Path.cwd()),
                                               check=check_profile, id="open-dialog"),
                              lambda path: self.open_profile(path) if path is not None else None)
 
     def open_profile(self, path: Path) -> None:
+        from tui.command_text import display_path
+        from tui.profile_document import ProfileDocument
+
         opened = ProfileDocument.open(path)
         if opened.open_problem:
             self._say(opened.open_problem, "Profile not opened", "error")
@@ -135,6 +144,7 @@ class ProfileFiles(_Base):
 
     def action_import_command(self) -> None:
         """"Import command…" (#11): paste a swift command or script; it becomes a new, unsaved profile."""
+        from tui.profile_document import ProfileDocument
         from tui.widgets.import_dialog import ImportCommandScreen
 
         def imported(profile: object) -> None:
@@ -183,6 +193,8 @@ class ProfileFiles(_Base):
 
     def save_script(self, path: Path) -> None:
         """Write the accelerate config the command names, then the executable script (atomic)."""
+        from tui.command_text import display_path, launch_script
+
         if self.plan is None:
             return
         try:

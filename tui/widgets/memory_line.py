@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -20,10 +20,11 @@ from textual.widgets import Static
 
 from backend.core.units import gib
 from backend.hardware.machine import HardwareInfo, trains_on_cpu
-from backend.profile import LaunchProfile
-from tui.screens.launch_support import model_dir_of
 from tui.widgets.quiet import show_text
 from tui.worker_failures import WorkerFailures
+
+if TYPE_CHECKING:  # the line is in the workspace's first frame; the profile's models come after it (#41)
+    from backend.profile import LaunchProfile
 
 
 def forecast_summary(profile: LaunchProfile, model_dir: Path | None, hardware: HardwareInfo,
@@ -137,6 +138,8 @@ class MemoryLine(WorkerFailures, Static):
 
     @work(thread=True, exclusive=True, group="memory", exit_on_error=False, description="Memory forecast")
     def _forecast(self, query: ForecastQuery) -> None:
+        from tui.screens.launch_support import model_dir_of
+
         model_dir = model_dir_of(query.profile.model.source, query.base_dir)
         summary = forecast_summary(query.profile, model_dir, query.hardware, query.base_dir)
         self.post_message(self.Forecast(query, summary))
