@@ -37,7 +37,7 @@ def test_validate_warns_of_rows_over_max_length_and_rows_that_train_nothing(tiny
     said = " ".join(result.output.split())
     assert "warning: [data.train] 2 of 7 rows of './d.jsonl' are longer than max_length 64: swift truncates them (" \
         in said, said
-    assert "rows 5, 7)." in said
+    assert " tokens lost; rows 5, 7)." in said  # the truncated rows, not the no-token warning's (rows 5, 7) too
     assert "warning: [data.train] 2 rows of './d.jsonl' train no token at all (rows 5, 7)." in said
 
 
