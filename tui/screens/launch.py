@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,9 +30,9 @@ from textual.screen import Screen
 from textual.widgets import Button, Static
 
 from backend.hardware.machine import HardwareInfo, detect_hardware
-from tui.messages import RunLaunched
 from tui.safe import plain
 from tui.screens.launch_files import ProfileFiles
+from tui.screens.launch_starts import LaunchStarts
 from tui.widgets.memory_line import MemoryLine
 from tui.widgets.quiet import QuietFooter, show_text
 from tui.worker_failures import WorkerFailures, failure_text
@@ -52,15 +51,7 @@ if TYPE_CHECKING:  # imported once the first frame is drawn (tui/screens/launch_
 NARROW_BELOW = 120  # columns: below this the details pane goes under the form
 
 
-class LaunchChoice(Enum):
-    """What the launch dialog answers (Escape: None)."""
-
-    NOW = "now"
-    QUEUE = "queue"
-    CANCEL = "cancel"
-
-
-class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
+class LaunchScreen(ProfileFiles, LaunchStarts, WorkerFailures, Screen):
     """Pick a model and data, set everything, see the problems and the command, launch."""
 
     CSS_PATH = "launch.tcss"
@@ -157,12 +148,12 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
 
     async def _open(self) -> None:
         """Read the profile and build the form and the details pane (their modules too), then start the workers."""
-        from tui.app import install_wiring
+        from backend.cli.wiring import install
         from tui.screens.launch_workspace import open_document, workspace_widgets
 
-        install_wiring()  # the validation rules of [watch], [notify], output_dir and golden prompts among them
+        install()  # the lifecycle plug-ins: the validation rules of [watch], [notify], output_dir and golden prompts
         self.document = open_document(self.profile_path)
-        form, details = workspace_widgets(self)
+        form, details = workspace_widgets(self, self.document)
         workspace = self.query_one("#workspace", Horizontal)
         await workspace.query_one("#launch-opening").remove()
         await workspace.mount_all([form, details])
@@ -330,73 +321,6 @@ class LaunchScreen(ProfileFiles, WorkerFailures, Screen):
 
     def action_next_group(self) -> None:
         self.form.next_tab()
-
-    # ------------------------------------------------------------ launch
-
-    def action_launch(self) -> None:
-        if self.hardware is None:
-            self.notify("Still detecting this machine's hardware; try again in a moment.", severity="warning")
-            return
-        from backend.launch.validate import errors
-        from tui.modals.dialogs import Choice, ConfirmScreen
-        from tui.screens.launch_support import launch_summary
-        from tui.widgets.details_pane import DetailsPane
-
-        blocking = errors(list(self.problems or ()))
-        if blocking:
-            self.query_one(DetailsPane).show("details-problems")
-            first = blocking[0]
-            self.notify(f"{first.field}: {first.message}\nFix: {first.fix}", title=f"Launch refused: "
-                        f"{len(blocking)} error(s)", severity="error", timeout=10, markup=False)
-            return
-        choices = [Choice("Start now", LaunchChoice.NOW, "success", "launch"),
-                   Choice("Queue", LaunchChoice.QUEUE, "primary", "queue"),
-                   Choice("Cancel", LaunchChoice.CANCEL, "default", "cancel")]
-        summary = launch_summary(self.profile, self.problems or (), self.document.base_dir)
-        self.app.push_screen(ConfirmScreen("Launch this run?", summary, choices, id="confirm-launch"),
-                             self._launch_confirmed)
-
-    def _launch_confirmed(self, launch: LaunchChoice | None) -> None:
-        if launch is LaunchChoice.NOW:
-            self.notify("Starting the run…", timeout=4)
-            self._start_run(self.profile.model_copy(deep=True), self.document.base_dir)
-        elif launch is LaunchChoice.QUEUE:
-            self._queue_run(self.profile.model_copy(deep=True), self.document.base_dir)
-
-    @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Queueing the run")
-    def _queue_run(self, profile: LaunchProfile, base_dir: Path) -> None:
-        """Queue it (a sweep: every combination) and start the keeper (#25); the queue screen (F7) lists it."""
-        from backend.queue.add import add_profiles
-        from backend.queue.keeper import ensure_keeper
-        from backend.queue.store import QueueDamaged, QueueRefused
-        from backend.queue.sweep import SweepError
-
-        try:
-            added = add_profiles([(profile, base_dir)])
-            ensure_keeper()
-        except (SweepError, QueueRefused, QueueDamaged) as err:
-            self.app.notify(str(err), title="Not queued", severity="error", timeout=15, markup=False)
-            return
-        self.app.notify("\n".join(f"{e.id}  {e.name}" for e in added), title=f"Queued {len(added)} run(s) (F7: "
-                        f"the queue)", markup=False)
-
-    @work(thread=True, exclusive=True, group="launch", exit_on_error=False, description="Starting the run")
-    def _start_run(self, profile: LaunchProfile, base_dir: Path) -> None:
-        from backend.runs.errors import LaunchRefused
-        from backend.runs.start import start_run
-
-        try:
-            run = start_run(profile, base_dir=base_dir, hardware=self.hardware)
-        except LaunchRefused as err:  # the refusal, said as such (any other error takes the failure path)
-            self.app.notify("\n".join(str(p) for p in err.problems), title="Launch refused", severity="error",
-                            timeout=15, markup=False)
-            return
-        self.post_message(RunLaunched(run.path))
-
-    @on(RunLaunched)
-    def _launched(self, event: RunLaunched) -> None:
-        self.notify(f"Run started: {event.run_dir.name}", title="Launched", markup=False)
-        self.app.open_run(event.run_dir)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------ command palette
 

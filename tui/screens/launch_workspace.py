@@ -9,7 +9,9 @@ bulk of the workspace's start-up, so `tui/screens/launch.py` imports this module
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
+
+from textual.screen import Screen
 
 from backend.hardware.machine import HardwareInfo
 from backend.launch.command import LaunchPlan, build_launch
@@ -23,24 +25,21 @@ from tui.widgets.model_details import ModelDetails, ModelQuery
 from tui.widgets.settings_tabs import SettingsTabs
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
 
-if TYPE_CHECKING:
-    from tui.screens.launch import LaunchScreen
-
 
 def open_document(profile_path: Path | None) -> ProfileDocument:
     return ProfileDocument.open(profile_path)
 
 
-def workspace_widgets(screen: LaunchScreen) -> tuple[SettingsTabs, DetailsPane]:
+def workspace_widgets(screen: Screen, document: ProfileDocument) -> tuple[SettingsTabs, DetailsPane]:
     """The form (with the model, data and swift-data notes under their fields) and the details pane, each bound
     to the screen's reactives (called from the screen's own handler: the binding's owner)."""
-    owner = type(screen)
+    owner: Any = type(screen)  # the launch screen's class: its reactives (not imported: it imports this module)
     beside = {  # shown under their fields, styled as the tab's notes (.tab-info)
         "model.source": ModelDetails(id="model-details", classes="tab-info").data_bind(question=owner.model_query),
         "data.train": DatasetSummary(id="dataset-summary", classes="tab-info").data_bind(question=owner.data_query),
         "data.split_dataset_ratio": SwiftDataReport(id="swift-data", classes="tab-info").data_bind(
             question=owner.swift_data_query)}
-    form = SettingsTabs(screen.document, beside=beside, id="settings").data_bind(
+    form = SettingsTabs(document, beside=beside, id="settings").data_bind(
         owner.revision, owner.problems, owner.hardware, owner.suggestions)
     details = DetailsPane(id="details").data_bind(owner.problems, owner.plan, owner.plan_error)
     return form, details
