@@ -64,7 +64,10 @@ def test_padding_share_of_skewed_rows_is_measured_exactly_and_the_fix_removes_th
                                              "extra_swift_args.group_by_length": True}
     assert diagnosis.measured.begin is not None and diagnosis.measured.begin.train_rows == ROWS
     assert f"pad {padded / (real + padded):.0%} of tokens" in padding[0].said
-    assert "data_wait" not in _codes(run)  # no slow loader here
+    # no slow loader here: no fetch waits like the slow-loader run's 0.4 s (the share alone sits near the verdict's
+    # 10 % on this tiny model, whose steps take milliseconds: a loaded machine tips it either way)
+    lead = diagnosis.measured.lead
+    assert lead is not None and lead.seconds["data_wait"] / len(lead.step_seconds) < 0.05
     printed = CliRunner().invoke(full_app(), ["doctor", run.run_id])
     assert printed.exit_code == 0, printed.output
     assert f"tokens: {real:,} real, {padded:,} padding" in printed.output
