@@ -22,14 +22,31 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BURN = "while True: pass"
+BURNERS = """
+import multiprocessing, sys
+
+
+def burn():
+    while True:
+        pass
+
+
+if __name__ == "__main__":
+    workers = [multiprocessing.Process(target=burn) for _ in range(int(sys.argv[1]))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+"""
 
 
 def start_burners(count: int) -> subprocess.Popen[bytes]:
     """`count` busy loops in one process group of their own (one signal ends them all)."""
-    script = f"import multiprocessing as m\ndef burn(): {BURN}\n" \
-             f"ps = [m.Process(target=burn) for _ in range({count})]\n[p.start() for p in ps]\n[p.join() for p in ps]\n"
-    return subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    burners = subprocess.Popen([sys.executable, "-c", BURNERS, str(count)], start_new_session=True)
+    time.sleep(1)
+    if burners.poll() is not None:
+        raise SystemExit(f"the burners ended at once (exit {burners.returncode})")
+    return burners
 
 
 def sample_load(samples: list[float], stop: threading.Event) -> None:
