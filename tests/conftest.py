@@ -83,6 +83,22 @@ def pilot_waits_scaled() -> None:
     Pilot._wait_for_screen = wait_for_screen  # type: ignore[method-assign]
 
 
+WATCHED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT)
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found() -> Iterator[None]:
+    """A test that changes how this worker takes a signal puts it back: an ignored signal outlives exec, so one
+    left ignored is inherited by every later child of the worker (a `sleep` that ignored SIGUSR1 failed another
+    module's test, depending on the order). Put back here, and the test that left it fails, naming it."""
+    before = {sig: signal.getsignal(sig) for sig in WATCHED_SIGNALS}
+    yield
+    changed = [sig.name for sig, handler in before.items() if signal.getsignal(sig) != handler]
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    assert not changed, f"the test left {', '.join(changed)} handled otherwise than it found them"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Cache, data and workspace folders of this test session (never the user's own). The parallel
