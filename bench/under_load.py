@@ -6,7 +6,7 @@ command runs, its wall time and the load average it ran under.
 `--repo` is the checkout whose suite runs (a fresh clone with its own `.venv`, as CI has); the burners are
 plain Python busy loops at normal priority (as other sessions' work would be), started before
 the suite and killed with their process group when it ends, however it ends. Prints the suite's last lines,
-its exit code, the wall time and the load average sampled every 30 s.
+its failures section whole, its exit code, the wall time and the load average sampled every 30 s.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ def main() -> None:
         os.killpg(burners.pid, signal.SIGKILL)
         burners.wait()
     wall = time.monotonic() - start
-    print("\n".join(done.stdout.splitlines()[-40:]))
+    lines = done.stdout.splitlines()
+    failures = next((i for i, line in enumerate(lines) if line.startswith("=") and " FAILURES " in line), None)
+    print("\n".join(lines[failures:failures + 400] if failures is not None else []))  # why, not only which
+    print("\n".join(lines[-40:]))
     print(f"suite under a load of {args.load} busy processes: exit {done.returncode}, {wall / 60:.0f} min "
           f"{wall % 60:02.0f} s wall; load average (1 min) every 30 s: median "
           f"{statistics.median(samples) if samples else float('nan'):.1f}, min {min(samples, default=0):.1f}, "
