@@ -6,6 +6,7 @@ those two attributes, as DeepSpeedEngine and its fp16 / ZeRO optimizers have the
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 import types
 from pathlib import Path
@@ -37,8 +38,11 @@ def callback_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     monkeypatch.setitem(sys.modules, "swift.callbacks", types.SimpleNamespace(callbacks_map={}))
     monkeypatch.delitem(sys.modules, "backend.plugin.workbench_callback", raising=False)
     module = importlib.import_module("backend.plugin.workbench_callback")
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGTERM)}
     yield module
     sys.modules.pop("backend.plugin.workbench_callback", None)
+    for sig, handler in handlers.items():  # the callback takes SIGUSR1/SIGTERM for the save on signal, as in a trainer
+        signal.signal(sig, handler)
 
 
 def _trainer(engine: FakeDeepSpeedEngine) -> types.SimpleNamespace:
