@@ -23,13 +23,12 @@ QUICKSTART = SHIPPED_PROFILES_DIR / "quickstart.toml"
 async def launch_opened(pilot: Pilot, timeout: float = 30.0) -> None:
     """Wait until the launch screen shown has read its profile and built its form (right after its first frame,
     #41), as the user waits for the form to appear."""
+    from tests.tui.run_fixtures import wait_for
     from tui.screens.launch import LaunchScreen
 
-    screen, start = pilot.app.screen, time.monotonic()
-    while isinstance(screen, LaunchScreen) and not screen.opened:
-        if time.monotonic() - start > scaled(timeout):
-            raise timed_out("the launch screen's form", timeout, time.monotonic() - start)
-        await pilot.pause(0.02)
+    screen = pilot.app.screen
+    if isinstance(screen, LaunchScreen):
+        await wait_for(pilot, lambda: screen.opened, timeout, what="the launch screen's form")
 
 
 async def settle(pilot: Pilot, rounds: int = 3) -> None:

@@ -44,9 +44,14 @@ def screen_lines(app: App[None]) -> list[str]:
 FRAME = str.maketrans(dict.fromkeys("│▁▂▃▄▅▆▇█", " "))  # panel borders and scrollbar cells
 
 
+def flow(lines: list[str]) -> str:
+    """Lines as one text without borders, line breaks and runs of spaces as one space (wrapped lines read whole)."""
+    return " ".join(" ".join(lines).translate(FRAME).split())
+
+
 def flowing(app: App[None]) -> str:
-    """The screen's text without borders, line breaks and runs of spaces as one space (wrapped lines read whole)."""
-    return " ".join(" ".join(screen_lines(app)).translate(FRAME).split())
+    """The screen's text, flowed."""
+    return flow(screen_lines(app))
 
 
 async def read_down(pilot: Pilot[None]) -> str:
@@ -61,7 +66,7 @@ async def read_down(pilot: Pilot[None]) -> str:
         for row, line in enumerate(screen_lines(pilot.app)[region.y:region.bottom]):
             document[top + row] = line[region.x:region.right]
         if top >= round(scroll.max_scroll_y):
-            return " ".join(" ".join(document[row] for row in sorted(document)).translate(FRAME).split())
+            return flow([document[row] for row in sorted(document)])
         await pilot.press("pagedown")
 
 
@@ -137,7 +142,7 @@ async def test_a_key_on_the_padding_verdict_asks_then_queues_the_changed_profile
             await pilot.press("a")
             await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the question")
             # the question as the dialog draws it (over the panel: the screen's lines mix both)
-            asked = " ".join(" ".join(drawn_lines(pilot.app.screen)).translate(FRAME).split())
+            asked = flow(drawn_lines(pilot.app.screen))
             assert f"Apply verdict 1: {CHANGE}." in asked
             assert "profile.doctor-padding.toml" in asked
             await pilot.press("y")

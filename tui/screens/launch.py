@@ -105,7 +105,6 @@ class LaunchScreen(ProfileFiles, LaunchStarts, WorkerFailures, Screen):
         self.model_problems: tuple[Problem, ...] = ()  # swift cannot infer model_type / template
         self.opened = False  # the profile read and the form built (right after the first frame)
         self._opening = False
-        self._started = False  # the workers start once the form is built
 
     # ------------------------------------------------------------ what tests and the app read
 
@@ -147,12 +146,12 @@ class LaunchScreen(ProfileFiles, LaunchStarts, WorkerFailures, Screen):
             self.call_later(self._open)  # in the screen's own turn: it owns the form's bindings
 
     async def _open(self) -> None:
-        """Read the profile and build the form and the details pane (their modules too), then start the workers."""
-        from backend.cli.wiring import install
-        from tui.screens.launch_workspace import open_document, workspace_widgets
+        """Read the profile and build the form and the details pane (their modules too), then start the workers.
+        The app has wired the lifecycle plug-ins by then (tui/app.py: before its frame's work, or at its start)."""
+        from tui.profile_document import ProfileDocument
+        from tui.screens.launch_workspace import workspace_widgets
 
-        install()  # the lifecycle plug-ins: the validation rules of [watch], [notify], output_dir and golden prompts
-        self.document = open_document(self.profile_path)
+        self.document = ProfileDocument.open(self.profile_path)
         form, details = workspace_widgets(self, self.document)
         workspace = self.query_one("#workspace", Horizontal)
         await workspace.query_one("#launch-opening").remove()
@@ -170,7 +169,6 @@ class LaunchScreen(ProfileFiles, LaunchStarts, WorkerFailures, Screen):
         form.after_first_frame()
         if self.hardware is None:
             self._detect_hardware()
-        self._started = True
         self._follow()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -201,8 +199,6 @@ class LaunchScreen(ProfileFiles, LaunchStarts, WorkerFailures, Screen):
             return
         self._check()
         self._show_status()
-        if not self._started:
-            return
         from tui.screens.launch_workspace import queries
 
         self.model_query, self.data_query, self.swift_data_query, forecast = queries(self.document, self.hardware)

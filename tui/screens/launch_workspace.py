@@ -1,6 +1,6 @@
-"""What the launch screen reads and builds right after its first frame (#41): the profile document, the form and
-the details pane, bound to the screen's reactives, and what follows from the document — the
-validation, the plan and the questions the model, data and forecast widgets answer in their workers.
+"""What the launch screen builds right after its first frame (#41): the form and the details pane, bound to the
+screen's reactives, and what follows from the profile document — the validation, the plan and the questions the
+model, data and forecast widgets answer in their workers.
 
 These modules (the profile's pydantic models, the command builder, the validators, the form's widgets) are the
 bulk of the workspace's start-up, so `tui/screens/launch.py` imports this module only once its frame is drawn.
@@ -8,7 +8,6 @@ bulk of the workspace's start-up, so `tui/screens/launch.py` imports this module
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from textual.screen import Screen
@@ -24,10 +23,6 @@ from tui.widgets.memory_line import ForecastQuery
 from tui.widgets.model_details import ModelDetails, ModelQuery
 from tui.widgets.settings_tabs import SettingsTabs
 from tui.widgets.swift_report import SwiftDataQuery, SwiftDataReport
-
-
-def open_document(profile_path: Path | None) -> ProfileDocument:
-    return ProfileDocument.open(profile_path)
 
 
 def workspace_widgets(screen: Screen, document: ProfileDocument) -> tuple[SettingsTabs, DetailsPane]:
