@@ -78,8 +78,9 @@ def main() -> None:
     failures = next((i for i, line in enumerate(lines) if line.startswith("=") and " FAILURES " in line), None)
     print("\n".join(lines[failures:failures + 400] if failures is not None else []))  # why, not only which
     print("\n".join(lines[-40:]))
-    print(f"suite under a load of {args.load} busy processes: exit {done.returncode}, {wall / 60:.0f} min "
-          f"{wall % 60:02.0f} s wall; load average (1 min) every 30 s: median "
+    minutes, seconds = divmod(round(wall), 60)
+    print(f"suite under a load of {args.load} busy processes: exit {done.returncode}, {minutes} min "
+          f"{seconds:02d} s wall; load average (1 min) every 30 s: median "
           f"{statistics.median(samples) if samples else float('nan'):.1f}, min {min(samples, default=0):.1f}, "
           f"max {max(samples, default=0):.1f} ({len(samples)} samples) on {os.cpu_count()} cores")
     sys.exit(done.returncode)
