@@ -99,9 +99,10 @@ class AlertReader:
         self.damaged = 0
         self.damaged_why: str | None = None
 
-    def read_new(self) -> list[Alert]:
+    def read_new(self, upto: int | None = None) -> list[Alert]:
+        """The alerts since the last call; with `upto`, only those whose lines end by that byte offset."""
         alerts = []
-        for raw in self._tail.read_all_lines():
+        for raw in self._tail.read_all_lines() if upto is None else self._lines_upto(upto):
             found = alert_of(raw)
             if isinstance(found, dict):
                 alerts.append(Alert.from_json(found))
@@ -109,3 +110,12 @@ class AlertReader:
                 self.damaged += 1
                 self.damaged_why = self.damaged_why or found
         return alerts
+
+    def _lines_upto(self, upto: int) -> list[bytes]:
+        lines: list[bytes] = []
+        while self._tail.offset < upto:
+            before = self._tail.offset
+            lines += self._tail.read_lines(upto - before)
+            if self._tail.offset == before:
+                break
+        return lines

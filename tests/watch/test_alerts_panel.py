@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
+from tests.tui.run_fixtures import wait_for
 from tui.widgets.alerts_panel import AlertsPanel
 
 
@@ -16,12 +17,15 @@ def _append(folder: Path, **alert: object) -> None:
 
 
 class PanelApp(App[None]):
-    def __init__(self, folder: Path, bell: bool):
+    def __init__(self, folder: Path, bell: bool, hold_first_read: bool = False):
         super().__init__()
-        self.folder, self.want_bell, self.bells = folder, bell, 0
+        self.folder, self.want_bell, self.bells, self.hold_first_read = folder, bell, 0, hold_first_read
 
     def compose(self) -> ComposeResult:
-        yield AlertsPanel(self.folder, bell=self.want_bell, poll_seconds=60, id="alerts")
+        panel = AlertsPanel(self.folder, bell=self.want_bell, poll_seconds=60, id="alerts")
+        if self.hold_first_read:  # the first read's worker waits on this lock, as a busy machine makes it wait
+            panel._reading.acquire()
+        yield panel
 
     def bell(self) -> None:
         self.bells += 1
@@ -32,6 +36,7 @@ async def test_panel_hidden_until_an_alert_then_lists_and_toasts(tmp_path: Path)
     async with app.run_test() as pilot:
         panel = app.query_one(AlertsPanel)
         assert not panel.display or not panel.has_class("-shown")
+        await app.workers.wait_for_complete()  # the first read (of nothing) is done: what follows is new
         _append(tmp_path, id="a", kind="nonfinite", step=6, message="grad_norm became NaN/inf at step 6 (rank 0)")
         _append(tmp_path, id="b", kind="hang", step=40, message="no progress for 9 s after step 40 [limit 8 s]",
                 action="stop")
@@ -45,6 +50,24 @@ async def test_panel_hidden_until_an_alert_then_lists_and_toasts(tmp_path: Path)
         assert app.bells == 1
         assert panel.check() == []  # nothing new: no toast, no bell
         assert app.bells == 1
+
+
+async def test_an_alert_that_lands_before_the_first_read_is_still_rung(tmp_path: Path) -> None:
+    """The first read runs in a worker: what arrives after the monitor opened but before that worker reads
+    is new (the CI machine under load once listed both of these as old, silently)."""
+    _append(tmp_path, id="old", kind="failed", step=812, message="CUDA out of memory")
+    app = PanelApp(tmp_path, bell=True, hold_first_read=True)
+    async with app.run_test() as pilot:
+        panel = app.query_one(AlertsPanel)
+        await pilot.pause()
+        _append(tmp_path, id="a", kind="nonfinite", step=6, message="grad_norm became NaN/inf at step 6")
+        panel._reading.release()
+        await wait_for(pilot, lambda: len(panel.alerts) == 2)
+        await pilot.pause()
+        assert [n.title for n in app._notifications] == ["nonfinite at step 6"]
+        assert app.bells == 1
+        shown = str(panel.render())
+        assert "failed at step 812: CUDA out of memory" in shown and "nonfinite at step 6" in shown
 
 
 async def test_alerts_from_before_the_monitor_opened_are_listed_not_rung(tmp_path: Path) -> None:

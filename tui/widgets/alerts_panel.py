@@ -79,17 +79,22 @@ class AlertsPanel(WorkerFailures, Static):
         self._reading = threading.Lock()  # one read at a time: the reader keeps an offset
 
     def on_mount(self) -> None:
-        self._read(old=True)  # what happened before the monitor opened: listed, not rung
+        # What the file held when the monitor opened is old (listed, not rung); one stat here, so an alert
+        # that lands before the first worker runs is still rung.
+        self._read(old_upto=_size(self.run_dir))
         self.set_interval(self.poll_seconds, self._read)
 
     @work(thread=True, group="alerts-read", exit_on_error=False, description="Reading the run's alerts")
-    def _read(self, old: bool = False) -> None:
+    def _read(self, old_upto: int | None = None) -> None:
         with self._reading:
             damaged = self._reader.damaged
+            old = self._read_new(upto=old_upto) if old_upto is not None else []
             alerts = self._read_new()
             damaged = self._reader.damaged != damaged
-        if alerts or old or damaged:
-            self.post_message(self.Read(alerts, old))
+        if old_upto is not None:
+            self.post_message(self.Read(old, True))
+        if alerts or damaged:
+            self.post_message(self.Read(alerts, False))
 
     @on(Read)
     def _read_arrived(self, message: Read) -> None:
@@ -105,8 +110,8 @@ class AlertsPanel(WorkerFailures, Static):
             new = self._read_new()
         return self._take(new)
 
-    def _read_new(self) -> list[Alert]:
-        alerts = self._reader.read_new()
+    def _read_new(self, upto: int | None = None) -> list[Alert]:
+        alerts = self._reader.read_new(upto)
         if alerts and self.bell is None:
             self.bell = _bell_wanted(self.run_dir)
         return alerts
