@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -80,25 +81,27 @@ def plant(bad: Path, home: Path) -> Path:
     return data
 
 
-def run_file(bad: Path, runner: CliRunner, app: object) -> list[Outcome]:
+def run_file(bad: Path, home: Path, runner: CliRunner, app: object) -> list[Outcome]:
+    """`bad` planted in `home`, emptied first: the workbench's folders keep their paths from file to file, so
+    the environment does not change and the warm oracle child is kept (a changed one restarts it, ~8 s)."""
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
-        home = Path(tmp)
-        os.environ["WORKBENCH_DATA_DIR"] = str(plant(bad, home))
-        os.environ["WORKBENCH_WORKSPACE"] = str(home / "runs")
-        planted = "runs.jsonl" if bad.name.endswith(".index.jsonl") else \
-            next(name for suffix, name in PLANTED.items() if bad.name.endswith(suffix))
-        for command in COMMANDS:
-            args = {"validate": [str(bad)], "show": [str(bad)], "runs": [], "status": [BAD_ID],
-                    "delete": [BAD_ID, "--yes"]}[command]
-            result = runner.invoke(app, [command, *args])  # type: ignore[arg-type]
-            escaped = result.exception if result.exception and not isinstance(result.exception, SystemExit) else None
-            output = result.output
-            names_it = result.exit_code == 0 or bad.name in output or planted in output or bool(FIELD.search(output))
-            good = GOOD_ID in output if command == "runs" else None
-            outcomes.append(Outcome(bad.name, command, result.exit_code,
-                                    f"{type(escaped).__name__}: {escaped}"[:300] if escaped else None,
-                                    output, names_it, good))
+    for old in home.iterdir():
+        shutil.rmtree(old)
+    os.environ["WORKBENCH_DATA_DIR"] = str(plant(bad, home))
+    os.environ["WORKBENCH_WORKSPACE"] = str(home / "runs")
+    planted = "runs.jsonl" if bad.name.endswith(".index.jsonl") else \
+        next(name for suffix, name in PLANTED.items() if bad.name.endswith(suffix))
+    for command in COMMANDS:
+        args = {"validate": [str(bad)], "show": [str(bad)], "runs": [], "status": [BAD_ID],
+                "delete": [BAD_ID, "--yes"]}[command]
+        result = runner.invoke(app, [command, *args])  # type: ignore[arg-type]
+        escaped = result.exception if result.exception and not isinstance(result.exception, SystemExit) else None
+        output = result.output
+        names_it = result.exit_code == 0 or bad.name in output or planted in output or bool(FIELD.search(output))
+        good = GOOD_ID in output if command == "runs" else None
+        outcomes.append(Outcome(bad.name, command, result.exit_code,
+                                f"{type(escaped).__name__}: {escaped}"[:300] if escaped else None,
+                                output, names_it, good))
     return outcomes
 
 
@@ -111,8 +114,9 @@ def run_corpus(folder: Path) -> list[Outcome]:
     # the corpus's 280 invocations): build it once, as one `workbench` process does.
     command = typer.main.get_command(app)
     try:
-        with mock.patch("typer.testing._get_command", lambda _app: command):
-            return [o for bad in sorted(folder.iterdir()) for o in run_file(bad, runner, app)]
+        with mock.patch("typer.testing._get_command", lambda _app: command), \
+                tempfile.TemporaryDirectory(prefix="corpus-") as home:
+            return [o for bad in sorted(folder.iterdir()) for o in run_file(bad, Path(home), runner, app)]
     finally:
         for key, value in saved.items():
             if value is None:
