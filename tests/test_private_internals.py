@@ -2,26 +2,13 @@
 
 pyproject.toml pins these libraries to the minor versions these tests passed on. When an upgrade breaks
 one, its message names the upstream change to look for and the code of ours that depends on it.
-swift is imported once for the module (about 10 s)."""
+The libraries are imported inside the tests: at module level they were imported at collection, by every
+pytest worker and by the quick tier, which runs none of these (swift alone: about 8 s each time)."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
-
-import accelerate.state
-import torch
-from accelerate import Accelerator
-from accelerate.optimizer import AcceleratedOptimizer, patch_optimizer_step
-from swift.callbacks import callbacks_map
-from swift.dataset.packing import calculate_matched_group
-from swift.dataset.preprocessor.core import RowPreprocessor
-from swift.model.model_meta import get_matched_model_types
-from swift.model.register import MODEL_MAPPING
-from swift.template import Template
-from swift.template.register import TEMPLATE_MAPPING
-from textual_plotext import PlotextPlot
-from textual_plotext.plot import Plot
 
 
 def _keywords(function: object) -> set[str]:
@@ -30,6 +17,8 @@ def _keywords(function: object) -> set[str]:
 
 def test_swift_row_preprocessor_batched_preprocess() -> None:
     """backend/data/swift_view_drops.py wraps it to name each row swift drops."""
+    from swift.dataset.preprocessor.core import RowPreprocessor
+
     assert {"batched_row", "strict", "ignore_max_length_error"} <= _keywords(RowPreprocessor.batched_preprocess), (
         "ms-swift changed RowPreprocessor.batched_preprocess(self, batched_row, *, strict, ignore_max_length_error) "
         "(swift/dataset/preprocessor/core.py): update observe_preprocessor in backend/data/swift_view_drops.py")
@@ -43,6 +32,8 @@ def test_swift_row_preprocessor_batched_preprocess() -> None:
 
 def test_swift_template_prepare_generate_kwargs() -> None:
     """backend/chat/worker.py (install_stop) wraps it to add a stopping criterion."""
+    from swift.template import Template
+
     assert _keywords(Template.prepare_generate_kwargs) == {"self", "generate_kwargs", "model"}, (
         "ms-swift changed Template.prepare_generate_kwargs(self, generate_kwargs, *, model=None) "
         "(swift/template/base.py): update install_stop in backend/chat/worker.py")
@@ -66,6 +57,12 @@ def test_swift_patch_get_type_hints() -> None:
 def test_swift_registries() -> None:
     """The callback plugin registers in callbacks_map; the data oracle reads the model/template registries
     and swift's packing."""
+    from swift.callbacks import callbacks_map
+    from swift.dataset.packing import calculate_matched_group
+    from swift.model.model_meta import get_matched_model_types
+    from swift.model.register import MODEL_MAPPING
+    from swift.template.register import TEMPLATE_MAPPING
+
     assert isinstance(callbacks_map, dict) and "early_stop" in callbacks_map, (
         "ms-swift changed swift.callbacks.callbacks_map (the callback registry backend/plugin/workbench_callback.py "
         "adds workbench_events to)")
@@ -82,6 +79,10 @@ def test_swift_registries() -> None:
 
 def test_accelerate_optimizers_and_mixed_precision() -> None:
     """backend/plugin/loss_scale.py (LossScale.install_cpu_scaler) wires a GradScaler into accelerate by hand."""
+    import accelerate.state
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer, patch_optimizer_step
+
     assert "self._optimizers = []" in inspect.getsource(Accelerator.__init__), (
         "accelerate no longer keeps Accelerator._optimizers: update LossScale.install_cpu_scaler (CPU fp16 would train "
         "without its loss scaler)")
@@ -97,6 +98,8 @@ def test_accelerate_optimizers_and_mixed_precision() -> None:
 
 def test_torch_grad_scaler_scale_and_init_scale() -> None:
     """backend/plugin/loss_scale.py reads GradScaler._scale and _init_scale to count loss-scale drops."""
+    import torch
+
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     scaler.scale(torch.ones(()))
     assert float(scaler._scale) == 1024.0 and float(scaler._init_scale) == 1024.0, (
@@ -105,6 +108,9 @@ def test_torch_grad_scaler_scale_and_init_scale() -> None:
 
 def test_plotext_set_size_and_the_theme_name() -> None:
     """tui/widgets/metric_plots.py builds figures off the UI thread as PlotextPlot.render does."""
+    from textual_plotext import PlotextPlot
+    from textual_plotext.plot import Plot
+
     plot = Plot()
     plot.plotsize(30, 8)
     plot._set_size(30, 8)  # an AttributeError here: plotext renamed _figure._set_size
