@@ -52,6 +52,10 @@ def test_json_output_from_config_only(app: typer.Typer, model_dir: Path) -> None
     assert data["seed"]["phi"] == 12 * 28 * 3584**2
     assert data["fit"]["gpu_memory_bytes"] == 24 * GIB
     assert data["fit"]["host_memory_bytes"] == 64 * GIB
+    # the shape is transformers' own (the model-shape child answered), not the formula's guess
+    assert (data["model"]["source"], data["model"]["count"]) == ("transformers", "exact (transformers)")
+    assert data["model"]["total_params"] == 7_615_616_512  # Qwen2.5-7B as its model card counts it
+    assert data["model"]["decoder_layer_class"] == "Qwen2DecoderLayer"
 
 
 def test_every_documented_option(app: typer.Typer, model_dir: Path) -> None:
