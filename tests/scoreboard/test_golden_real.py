@@ -18,6 +18,7 @@ from backend.checkpoints.scoreboard import scoreboard
 from backend.golden.answers import answers_path, read_golden
 from backend.golden.job import GoldenRefused, start_golden
 from backend.jobs.job import list_jobs, refresh_job, wait_job
+from backend.plugin.fault_hooks import INJECT_DATA_DELAY_ENV
 from backend.rundir.layout import RunFolder
 from tests.jobs.jobs_helpers import train_quickstart
 from tests.timing import scaled
@@ -57,8 +58,12 @@ def golden_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Ru
     prompts.write_text(json.dumps({"messages": [{"role": "user", "content": "who are you?"},
                                                 {"role": "assistant", "content": REFERENCE}]}) + "\n"
                        + json.dumps({"messages": [{"role": "user", "content": "What is your name?"}]}) + "\n")
-    run = train_quickstart(folder / "runs", training={"max_steps": 60, "save_steps": 30, "save_total_limit": None},
-                           eval={"prompts": str(prompts), "max_new_tokens": 24})
+    # 60 steps train in ~1 s, under the keeper's 2 s poll: without a wait for each batch the keeper could miss
+    # checkpoint-30 while training, and judge nothing (no verdict said); 0.15 s a batch keeps ~4.5 s after it
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(INJECT_DATA_DELAY_ENV, "0.15")
+        run = train_quickstart(folder / "runs", training={"max_steps": 60, "save_steps": 30, "save_total_limit": None},
+                               eval={"prompts": str(prompts), "max_new_tokens": 24})
     _golden_jobs_done(run)
     return run
 
