@@ -25,6 +25,17 @@ def test_only_whole_lines_and_a_torn_last_line_waits(tmp_path: Path) -> None:
     assert tail.read_lines() == [b"three"] and tail.offset == 14
 
 
+def test_lines_up_to_an_offset_then_the_rest(tmp_path: Path) -> None:
+    """`end`: what a file held at a moment (the alerts panel's "before the monitor opened"), read in small bites."""
+    path = tmp_path / "f"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    tail = Tail(path)
+    assert tail.read_all_lines(max_bytes=2, end=8) == [b"one", b"two"] and tail.offset == 8
+    assert tail.read_all_lines(end=8) == []
+    assert tail.read_all_lines(end=9) == [b"three"]  # a line across the offset had begun: read whole
+    assert tail.read_all_lines() == [] and tail.offset == 14
+
+
 def test_a_read_that_takes_nothing_ends_the_loop(tmp_path: Path) -> None:
     """The never-spin property: a torn last line longer than any read size is waited for, not looped over."""
     path = tmp_path / "f"

@@ -102,7 +102,7 @@ class AlertReader:
     def read_new(self, upto: int | None = None) -> list[Alert]:
         """The alerts since the last call; with `upto`, only those whose lines end by that byte offset."""
         alerts = []
-        for raw in self._tail.read_all_lines() if upto is None else self._lines_upto(upto):
+        for raw in self._tail.read_all_lines(end=upto):
             found = alert_of(raw)
             if isinstance(found, dict):
                 alerts.append(Alert.from_json(found))
@@ -110,12 +110,3 @@ class AlertReader:
                 self.damaged += 1
                 self.damaged_why = self.damaged_why or found
         return alerts
-
-    def _lines_upto(self, upto: int) -> list[bytes]:
-        lines: list[bytes] = []
-        while self._tail.offset < upto:
-            before = self._tail.offset
-            lines += self._tail.read_lines(upto - before)
-            if self._tail.offset == before:
-                break
-        return lines

@@ -92,14 +92,16 @@ class Tail:
         block = self.read_into(max_bytes)
         return bytes(block[:-1]).split(b"\n") if len(block) else []
 
-    def read_all_lines(self, max_bytes: int = READ_BYTES) -> list[bytes]:
-        """Every whole line to the current end, `max_bytes` at a time; stops at a read that takes nothing."""
+    def read_all_lines(self, max_bytes: int = READ_BYTES, end: int | None = None) -> list[bytes]:
+        """Every whole line to the current end, `max_bytes` at a time; stops at a read that takes nothing. With
+        `end`, only the lines that end by that byte offset (a line across it is read whole: it had begun)."""
         lines: list[bytes] = []
-        while True:
+        while end is None or self.offset < end:
             before = self.offset
-            lines += self.read_lines(max_bytes)
+            lines += self.read_lines(max_bytes if end is None else min(max_bytes, end - before))
             if self.offset == before:
-                return lines
+                break
+        return lines
 
     def has_more(self) -> bool:
         """True when a read now could take something: the file is longer than the offset, and did not

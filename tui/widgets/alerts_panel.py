@@ -87,11 +87,11 @@ class AlertsPanel(WorkerFailures, Static):
     @work(thread=True, group="alerts-read", exit_on_error=False, description="Reading the run's alerts")
     def _read(self, old_upto: int | None = None) -> None:
         with self._reading:
+            old = self._read_new(upto=old_upto) if old_upto is not None else None
             damaged = self._reader.damaged
-            old = self._read_new(upto=old_upto) if old_upto is not None else []
             alerts = self._read_new()
-            damaged = self._reader.damaged != damaged
-        if old_upto is not None:
+            damaged = self._reader.damaged != damaged  # in what came after: the old ones' read shows its own
+        if old is not None:
             self.post_message(self.Read(old, True))
         if alerts or damaged:
             self.post_message(self.Read(alerts, False))
