@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from backend.core.collector import paused_while_loading
+
 ROLES = ("system", "user", "assistant")
 
 
@@ -247,10 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     channel.send("status", message="importing swift")
     started = time.monotonic()
     try:
-        from swift.infer_engine import TransformersEngine  # noqa: F401  (swift imports lazily: this is the slow part)
+        with paused_while_loading():
+            from swift.infer_engine import TransformersEngine  # noqa: F401  (swift imports lazily: the slow part)
 
-        imported = time.monotonic()
-        engine = load_engine(args, worker)
+            imported = time.monotonic()
+            engine = load_engine(args, worker)
     except Exception as err:
         channel.send("error", id=None, message=f"could not load {args.model}: {type(err).__name__}: {err}",
                      fatal=True)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from backend.core.collector import paused_while_loading, skip_last_collections
 from backend.core.fs import LockTimeout, file_lock, write_text_atomic
 from backend.core.paths import data_dir
-from backend.core.process_exit import skip_last_collections
 from backend.evaluation.job import SUBSET
 from backend.evaluation.results import RESULT_NAME
 from backend.jobs.job import PROGRESS_PREFIX
@@ -134,9 +134,10 @@ def run_plan(plan_path: Path) -> int:
 
 
 def run_swift_eval(args: list[str]) -> None:
-    from evalscope.api.registry import BENCHMARK_REGISTRY
-    from swift.arguments import EvalArguments
-    from swift.pipelines import eval_main
+    with paused_while_loading():
+        from evalscope.api.registry import BENCHMARK_REGISTRY
+        from swift.arguments import EvalArguments
+        from swift.pipelines import eval_main
 
     def native_only(eval_backend: str | None = None) -> dict[str, list[str]]:
         return {"Native": sorted(BENCHMARK_REGISTRY.keys())}
@@ -154,5 +155,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # swift's deploy server is a spawned process: it imports this module again
-    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/process_exit.py)
+    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/collector.py)
     main()

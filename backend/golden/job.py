@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.checkpoints.targets import ModelTarget, TargetError, from_checkpoint
+from backend.core.collector import skip_last_collections
 from backend.core.fs import file_lock, write_bytes_atomic
-from backend.core.process_exit import skip_last_collections
 from backend.core.shell_words import flag_value
 from backend.golden.answers import PROMPTS_COPY, answers_path, golden_dir
 from backend.golden.prompts import PromptsError, prompts_path, read_prompts
@@ -351,5 +351,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/process_exit.py)
+    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/collector.py)
     run_worker(parse_args())

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.checkpoints.targets import ModelTarget, target_of_run
+from backend.core.collector import paused_while_loading, skip_last_collections
 from backend.core.paths import is_builtin, looks_local
-from backend.core.process_exit import skip_last_collections
 from backend.jobs.job import PROGRESS_PREFIX, InferFinish, JobFinishError, JobFolder, JobSpec, new_job_id, start_job
 from backend.models.refs import resolve_dataset
 from backend.rundir.layout import RunFolder
@@ -182,18 +182,19 @@ def load_conversations(sources: list[str]) -> list[list[dict[str, Any]]]:
 
 
 def run_worker(args: argparse.Namespace) -> None:
-    from swift.infer_engine import InferRequest, RequestConfig, TransformersEngine
+    with paused_while_loading():
+        from swift.infer_engine import InferRequest, RequestConfig, TransformersEngine
 
-    conversations = load_conversations(args.dataset)[: args.limit or None]
-    prompts = [split_row(messages) for messages in conversations]
-    print(f"{PROGRESS_PREFIX}0.05 loading the model ({len(prompts)} rows)", flush=True)
-    dtype = None
-    if args.torch_dtype and args.torch_dtype != "auto":
-        import torch
+        conversations = load_conversations(args.dataset)[: args.limit or None]
+        prompts = [split_row(messages) for messages in conversations]
+        print(f"{PROGRESS_PREFIX}0.05 loading the model ({len(prompts)} rows)", flush=True)
+        dtype = None
+        if args.torch_dtype and args.torch_dtype != "auto":
+            import torch
 
-        dtype = getattr(torch, args.torch_dtype)
-    engine = TransformersEngine(args.model, adapters=args.adapters or None, model_type=args.model_type,
-                                template_type=args.template, torch_dtype=dtype, max_batch_size=args.batch_size)
+            dtype = getattr(torch, args.torch_dtype)
+        engine = TransformersEngine(args.model, adapters=args.adapters or None, model_type=args.model_type,
+                                    template_type=args.template, torch_dtype=dtype, max_batch_size=args.batch_size)
     config = RequestConfig(max_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                            return_details=True)
     with open(args.out, "a", encoding="utf-8") as out:
@@ -232,5 +233,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/process_exit.py)
+    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/collector.py)
     run_worker(parse_args())

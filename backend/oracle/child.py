@@ -20,6 +20,8 @@ import threading
 import traceback
 from typing import Any, BinaryIO, TextIO
 
+from backend.core.collector import paused_while_loading
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -76,8 +78,10 @@ def _answer(request: dict[str, Any], send: Any) -> None:
         module_name = question_module(str(request.get("question")))
         if module_name is None:
             raise ValueError(f"unknown oracle question {request.get('question')!r}")
-        module = importlib.import_module(module_name)
-        answer = module.answer(request.get("payload") or {}, lambda text: send({"id": ident, "progress": str(text)}))
+        with paused_while_loading():  # a question loads the libraries it asks (backend/core/collector.py)
+            module = importlib.import_module(module_name)
+            answer = module.answer(request.get("payload") or {},
+                                   lambda text: send({"id": ident, "progress": str(text)}))
         send({"id": ident, "answer": answer})
     except BaseException as exc:  # errors are data: the parent decides what to show
         send({"id": ident, "error": {"type": type(exc).__name__, "message": str(exc)[:2000],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -24,6 +25,8 @@ def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str
         threading.Event().wait()
     if payload.get("fail"):
         raise ValueError(f"asked to fail: {payload['fail']}")
+    if payload.get("collector"):  # the child answers with the collector paused (backend/core/collector.py)
+        return {"collecting": gc.isenabled()}
     if payload.get("who"):
         return {"echo": payload, "pid": os.getpid()}
     return {"echo": payload}

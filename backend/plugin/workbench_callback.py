@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 from backend.contract.event_writer import EventWriter
 from backend.contract.events import EVENTS_FILE_NAME, CudaMemory, GpuUsed
 from backend.contract.heartbeat import RankProgressWriter, heartbeat_path, register_stack_dump
-from backend.core.process_exit import skip_last_collections
+from backend.core.collector import skip_last_collections
 from backend.hardware.machine import NvidiaGpus, tree_rss_bytes
 from backend.plugin.fault_hooks import FaultHooks, slow_model_load
 from backend.plugin.flight_dump import start_dump_listener
@@ -66,7 +66,7 @@ def _is_nonfinite(value: Any) -> bool:
 class WorkbenchEventsCallback(TrainerCallback):
     def __init__(self, args: Any = None, trainer: Any = None):
         self.trainer = trainer
-        skip_last_collections()  # the trainer's end takes ~1.5 s less (backend/core/process_exit.py)
+        skip_last_collections()  # the trainer's end takes ~1.5 s less (backend/core/collector.py)
         run_dir = Path(os.environ.get("WORKBENCH_RUN_DIR", getattr(args, "output_dir", ".") or "."))
         self.writer = EventWriter(run_dir / EVENTS_FILE_NAME, rank=rank())
         profile = _run_profile(run_dir)

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from backend.checkpoints.merged import MergedModel, merged_models
 from backend.checkpoints.targets import ModelTarget, TargetError, choose_checkpoint, from_checkpoint, from_model_dir
+from backend.core.collector import paused_while_loading, skip_last_collections
 from backend.core.fs import write_text_atomic
-from backend.core.process_exit import skip_last_collections
 from backend.jobs.job import ExportFinish, JobFinishError, JobFolder, JobSpec, start_job, wait_job
 from backend.merge.job import MergeRefused, start_merge
 from backend.rundir.layout import RunFolder
@@ -328,11 +328,12 @@ def render_modelfile_template(pieces: TemplatePieces, system: str | None, prompt
 
 def _ollama_worker(args: argparse.Namespace) -> None:
     """In the job's child: ask swift's template for its pieces, write the Modelfile and check it."""
-    from swift import get_processor, get_template
-    from swift.pipelines.export.ollama import replace_and_concat
+    with paused_while_loading():
+        from swift import get_processor, get_template
+        from swift.pipelines.export.ollama import replace_and_concat
 
-    processor = get_processor(args.model, model_type=args.model_type or None)
-    template = get_template(processor, template_type=args.template or None)
+        processor = get_processor(args.model, model_type=args.model_type or None)
+        template = get_template(processor, template_type=args.template or None)
     meta = template.template_meta
 
     def text(items: list[object], placeholder: str = "", keyword: str = "") -> str:
@@ -389,5 +390,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/process_exit.py)
+    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/collector.py)
     main()

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from backend.core.collector import skip_last_collections
 from backend.core.fs import file_lock, write_text_atomic
-from backend.core.process_exit import skip_last_collections
 from backend.core.process_identity import JOB_MARKER_ENV
 from backend.jobs.job import PROGRESS_PREFIX, JobFolder, JobKind, JobSpec, list_jobs, refresh_job, start_job
 from backend.rundir.layout import RunFolder
@@ -148,5 +148,5 @@ def _main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/process_exit.py)
+    skip_last_collections()  # torch and swift loaded: the end takes ~1.5 s less (backend/core/collector.py)
     _main()
