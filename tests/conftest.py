@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.rundir.layout import RunFolder
+from tests import warm_oracle
 from tests.shared_runs import SharedRun, shared_run
 from tests.tiers import slow_reason
 from tests.timing import FACTOR_ENV, limit_text, scaled, time_factor
@@ -198,22 +199,33 @@ def isolated_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
             signal_processes(leftovers, signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def warm_oracle() -> Iterator[None]:
-    """The module's library questions go to one warm child, as the app's do (backend/oracle/runner.py): swift is
-    imported once (~8 s) instead of once a question. For modules whose subject is what the libraries answer,
-    not the one-shot child; a changed environment or question code still gets a fresh child."""
-    from backend.oracle import service, start_warm, stop_warm
+@pytest.fixture(scope="session", autouse=True)
+def oracle_children_unnamed() -> Iterator[None]:
+    """The oracle's children start without PYTEST_CURRENT_TEST (tests/warm_oracle.py); the kept warm child
+    ends with the session."""
+    from backend.oracle import service
 
     real_env = service.child_env
-
-    def env_without_test_name(extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = real_env(extra)
-        env.pop("PYTEST_CURRENT_TEST", None)  # pytest renames it every test: the child would be restarted each time
-        return env
-
-    service.child_env = env_without_test_name  # type: ignore[assignment]
-    start_warm()
+    service.child_env = warm_oracle.without_test_name  # type: ignore[assignment]
     yield
-    stop_warm()
+    warm_oracle.stop_kept()
     service.child_env = real_env  # type: ignore[assignment]
+
+
+@pytest.fixture(autouse=True)
+def warm_oracle_lent(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test's library questions go to the test process's one warm child (tests/warm_oracle.py), unless the
+    test is marked `one_shot_oracle`: then no warm child is lent to it or idles beside it."""
+    if request.node.get_closest_marker("one_shot_oracle"):
+        warm_oracle.stop_kept()
+        yield
+        return
+    with warm_oracle.lent():
+        yield
+
+
+@pytest.fixture(scope="module")
+def warm_oracle_for_module() -> Iterator[None]:
+    """The warm child lent to a module-scoped fixture's questions too (made before any test's own lending)."""
+    with warm_oracle.lent():
+        yield

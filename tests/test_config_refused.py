@@ -12,8 +12,6 @@ import pytest
 
 from tests.faults import helpers as h
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # six model-shape and build questions, one import
-
 GOOD = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
 BROKEN = {
     "no positions": ({"max_position_embeddings": 0},

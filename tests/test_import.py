@@ -24,7 +24,6 @@ from tests.fakes import gpu_box
 from tests.faults.helpers import cli
 
 # the workbench passes its own value for these (run folder, event plugin, logging): not compared
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # swift's parser, asked for each import: one swift import
 MANAGED = {"output_dir", "external_plugins", "callbacks", "add_version", "check_model", "report_to", "logging_dir"}
 FSDP_YAML = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP

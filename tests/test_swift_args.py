@@ -22,7 +22,6 @@ from tests.faults.helpers import cli
 
 SHIPPED = sorted(p.stem for p in SHIPPED_PROFILES_DIR.glob("*.toml"))
 CPU_PROFILES = {"quickstart", "cpu-ddp-2proc", "cpu-fp16-loss-scale"}
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # the schema, parse and build questions: one swift import
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,6 @@ import pytest
 
 from tests.faults import helpers as h
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # the build questions share one swift import
-
 GOOD = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
 
 

@@ -15,7 +15,6 @@ from backend.models.shape_formula import read_config
 from backend.profile import LaunchProfile
 
 NO_GPU = HardwareInfo(nvml_error="none")
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # six questions, one swift import
 
 
 def _problems(profile: LaunchProfile, field: str) -> list[tuple[str, str, str]]:

@@ -11,8 +11,6 @@ import pytest
 
 from tests.faults import helpers as h
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # three data questions in one warm child, as in the app
-
 
 def _validate(folder: Path, text: str) -> tuple[int, str]:
     (folder / "d.jsonl").write_text(text)

@@ -30,7 +30,7 @@ DEFAULT_TIMEOUT = 600.0
 _WARM: WarmChild | None = None
 
 __all__ = ["OracleCancelled", "OracleError", "ask", "ask_or_cached", "cached", "run_child", "start_warm",
-           "stop_warm"]
+           "stop_warm", "use_warm"]
 
 
 def start_warm() -> None:
@@ -46,6 +46,14 @@ def stop_warm() -> None:
     warm, _WARM = _WARM, None
     if warm is not None:
         warm.stop()
+
+
+def use_warm(warm: WarmChild | None) -> WarmChild | None:
+    """Questions go to `warm` from now on (None: to one-shot children), and the service they went to is
+    returned, neither stopped: for a process that keeps one warm child across several apps (the tests)."""
+    global _WARM
+    previous, _WARM = _WARM, warm
+    return previous
 
 
 def warm_pid() -> int | None:

@@ -278,6 +278,10 @@ class WarmChild:
         self._spawner.shutdown(wait=False)
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
     def pid(self) -> int | None:
         child = self._child
         return child.process.pid if child is not None and child.alive else None

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from backend.cli import full_app
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # validate and data ask swift: one import for the module
 
 
 def test_inspect_profile_json(data_profile: Path) -> None:

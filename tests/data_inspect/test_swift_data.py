@@ -11,8 +11,6 @@ import pytest
 from backend.data.swift_view import DataRequest, ask_report, ask_row, cached_report, steps_per_epoch
 from tests.data_inspect.formats import Format
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # the row and report questions: one swift import
-
 
 def _by_name(formats: list[Format], report: dict[str, Any]) -> list[tuple[Format, dict[str, Any]]]:
     assert len(report["datasets"]) == len(formats)

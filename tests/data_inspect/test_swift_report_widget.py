@@ -62,6 +62,7 @@ async def test_report_replaces_the_wait_and_rows_step_with_brackets(data_profile
         assert "row 1 of ./messages.jsonl, line 1" in shown(view)  # no row 0: the first row stays
 
 
+@pytest.mark.one_shot_oracle  # which child a replaced query kills: no kept warm child beside it
 async def test_a_query_replaced_before_its_answer_stops_its_swift_child(data_profile: Path) -> None:
     """An edit that changes the question (here max_length) stops the child still reading for the old one."""
     import time

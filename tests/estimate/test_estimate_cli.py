@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from backend.cli.estimate import register
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # the model-shape questions share one transformers import
 
 
 @pytest.fixture

@@ -34,8 +34,6 @@ from backend.models.shape_formula import shape_from_config
 from backend.oracle import ask
 from tests.timing import scaled
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # the model-shape questions share one transformers import
-
 HAND = {
     "gemma2_2b": 2_614_341_888,
     "phi3_mini": 3_821_079_552,

@@ -17,8 +17,6 @@ from backend.runs.stop import stop_run
 from tests.faults import helpers as h
 from tests.runs.helpers import quick_profile
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # validate's library questions: one swift import
-
 
 def test_a_300_character_profile_name(workspace: Path, tmp_path: Path) -> None:
     profile = quick_profile(tmp_path)

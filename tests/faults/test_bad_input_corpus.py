@@ -11,7 +11,7 @@ from tests.faults.make_bad_inputs import write_corpus
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory, warm_oracle: None):  # type: ignore[no-untyped-def]
+def outcomes(tmp_path_factory: pytest.TempPathFactory, warm_oracle_for_module: None):  # type: ignore[no-untyped-def]
     folder = tmp_path_factory.mktemp("bad_inputs")
     write_corpus(folder)
     return run_corpus(folder)

@@ -18,6 +18,8 @@ from backend.core.paths import PACKAGE_DIR
 from backend.data.swift_view import DataRequest
 from backend.oracle import OracleCache, ask, cached, code_digest
 
+pytestmark = pytest.mark.one_shot_oracle  # the subject is the oracle's own children (tests/warm_oracle.py)
+
 QUESTION = '''
 def answer(payload, progress):
     from backend.oracle.{helper} import VERDICT

@@ -8,11 +8,14 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from textual.app import App
 from textual.widgets import OptionList
 
 from tests.tui.conftest import oracle_children
 from tui.modals.model_picker import ModelPickerScreen
+
+pytestmark = pytest.mark.one_shot_oracle  # the subject is the oracle's own children (tests/warm_oracle.py)
 
 
 class PickerApp(App[None]):

@@ -8,6 +8,8 @@ import pytest
 
 from backend.oracle import OracleCache, OracleError, ask, cached
 
+pytestmark = pytest.mark.one_shot_oracle  # the subject is the oracle's own children (tests/warm_oracle.py)
+
 
 def test_answer_comes_from_the_child_and_then_from_the_cache(tmp_path: Path) -> None:
     cache = OracleCache(tmp_path / "cache")

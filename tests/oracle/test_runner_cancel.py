@@ -10,6 +10,8 @@ import pytest
 
 from backend.oracle import OracleCache, OracleCancelled, ask
 
+pytestmark = pytest.mark.one_shot_oracle  # the subject is the oracle's own children (tests/warm_oracle.py)
+
 
 def test_cancelling_kills_the_child_and_caches_nothing(tmp_path: Path) -> None:
     cache = OracleCache(tmp_path)

@@ -16,6 +16,9 @@ import pytest
 
 from backend.core.paths import REPO_DIR
 from backend.oracle import OracleCache, OracleCancelled, OracleError, ask, runner
+from backend.oracle.service import WarmChild
+
+pytestmark = pytest.mark.one_shot_oracle  # the subject is the oracle's own children (tests/warm_oracle.py)
 
 
 def _gone(pid: int) -> bool:
@@ -172,3 +175,17 @@ def test_stopping_the_warm_child_ends_it(tmp_path: Path) -> None:
     runner.stop_warm()
     assert _until_gone(pid, 2.0)
     assert ask("echo", {"who": "one-shot"}, cache=OracleCache(tmp_path))["pid"] != pid  # a one-shot child
+
+
+def test_a_warm_child_handed_over_is_used_and_handed_back_running(tmp_path: Path) -> None:
+    kept = WarmChild()  # kept by a process across several apps (the tests: tests/warm_oracle.py)
+    try:
+        assert runner.use_warm(kept) is None
+        pid = ask("echo", {"who": "kept"}, cache=OracleCache(tmp_path))["pid"]
+        assert runner.use_warm(None) is kept
+        assert not _gone(pid)  # handed back, not stopped
+        assert ask("echo", {"who": "one-shot"}, cache=OracleCache(tmp_path))["pid"] != pid
+        assert kept.pid == pid
+    finally:
+        runner.use_warm(None)
+        kept.stop()

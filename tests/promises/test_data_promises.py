@@ -10,8 +10,6 @@ import pytest
 
 from tests.faults import helpers as h
 
-pytestmark = pytest.mark.usefixtures("warm_oracle")  # two data questions, one swift import
-
 SHORT = [{"messages": [{"role": "user", "content": f"hi {i}"}, {"role": "assistant", "content": f"hello {i}"}]}
          for i in range(4)]
 # rows 5 and 7 are over max_length 64: cut on the right, nothing of their answers is left
