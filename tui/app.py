@@ -72,6 +72,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         self.alert_toaster: AlertToaster | None = None  # started after the first frame
         self.launch_screen: LaunchScreen | None = None
         self.first_frame_shown = False
+        self.warm_child_started = False  # this app started the warm oracle child (it stops only that one)
         # widgets and screens whose last worker failed, held weakly: a screen popped since is not kept alive
         self.failed_nodes: weakref.WeakSet[WorkerFailures] = weakref.WeakSet()
         self.terminal_pace = TerminalPace(self)  # a terminal that falls behind gets fewer monitor updates (#17)
@@ -104,9 +105,10 @@ class WorkbenchApp(WorkerFailures, App[None]):
 
     def on_unmount(self) -> None:
         collector.first_frame_drawn()  # the collector back on, had the app ended before its first frame
-        from backend.oracle import stop_warm
+        if self.warm_child_started:
+            from backend.oracle import stop_warm
 
-        stop_warm()  # the warm child ends with the app (it would also end with this process)
+            stop_warm()  # the warm child ends with the app that started it (it would also end with this process)
 
     def on_ready(self) -> None:
         """The first frame is on screen: now the app and the launch screen may start their slower work."""
@@ -116,7 +118,7 @@ class WorkbenchApp(WorkerFailures, App[None]):
         # what the first frame does not show starts now, not beside it (a thread, a child process, imports)
         from backend.oracle import start_warm
 
-        start_warm()  # the library questions of this run share one warm child (its imports kept)
+        self.warm_child_started = start_warm()  # the library questions of this run share one warm child
         from tui.widgets.alerts_panel import start_alert_toasts
 
         self.alert_toaster = start_alert_toasts(self, self.alert_seconds)  # a toast for each new alert of any run (#15)

@@ -23,6 +23,9 @@ from typing import Any, BinaryIO, TextIO
 from backend.core.collector import paused_while_loading
 
 PR_SET_PDEATHSIG = 1
+# The workbench's own folders are read by our code when it is called (backend/core/paths.py, backend/watch/config.py),
+# never by a library as it is imported: each question carries their values, so a change never restarts a warm child.
+PER_QUESTION_ENV = ("WORKBENCH_DATA_DIR", "WORKBENCH_WORKSPACE", "WORKBENCH_CONFIG_DIR")
 
 
 def die_with_parent(parent: int | None) -> None:
@@ -70,9 +73,21 @@ def _read_lifeline(lifeline: BinaryIO, requests: queue.Queue[dict[str, Any] | No
     requests.put(None)
 
 
+def _take_env(values: object) -> None:
+    """The asker's values of PER_QUESTION_ENV (None: unset); any other name is ignored."""
+    for name, value in (values.items() if isinstance(values, dict) else ()):
+        if name not in PER_QUESTION_ENV:
+            continue
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(value)
+
+
 def _answer(request: dict[str, Any], send: Any) -> None:
     ident = request.get("id")
     try:
+        _take_env(request.get("env"))
         from backend.oracle.cache import question_module
 
         module_name = question_module(str(request.get("question")))

@@ -27,6 +27,8 @@ def answer(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str
         raise ValueError(f"asked to fail: {payload['fail']}")
     if payload.get("collector"):  # the child answers with the collector paused (backend/core/collector.py)
         return {"collecting": gc.isenabled()}
+    if payload.get("env"):  # what the child sees of one variable (which changes restart a warm child)
+        return {"value": os.environ.get(str(payload["env"])), "pid": os.getpid()}
     if payload.get("who"):
         return {"echo": payload, "pid": os.getpid()}
     return {"echo": payload}

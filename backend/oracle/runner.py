@@ -33,11 +33,14 @@ __all__ = ["OracleCancelled", "OracleError", "ask", "ask_or_cached", "cached", "
            "stop_warm", "use_warm"]
 
 
-def start_warm() -> None:
-    """From now on, questions of this process go to one long-lived child (the app calls this on mount)."""
+def start_warm() -> bool:
+    """From now on, questions of this process go to one long-lived child (the app calls this once its first
+    frame is drawn). True when this call started it: a caller stops only the warm child it started."""
     global _WARM
-    if _WARM is None:
-        _WARM = WarmChild()
+    if _WARM is not None:
+        return False
+    _WARM = WarmChild()
+    return True
 
 
 def stop_warm() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from backend.core.own_children import signal_session
 from backend.core.paths import REPO_DIR
+from backend.oracle.child import PER_QUESTION_ENV
 from backend.oracle.errors import OracleCancelled, OracleError
 
 Progress = Callable[[str], object]  # its answer is not used
@@ -41,11 +42,18 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
+def started_alike(env: dict[str, str], other: dict[str, str]) -> bool:
+    """Whether children started with these environments answer alike: they may differ in PER_QUESTION_ENV only."""
+    return {k: v for k, v in env.items() if k not in PER_QUESTION_ENV} == \
+        {k: v for k, v in other.items() if k not in PER_QUESTION_ENV}
+
+
 class Child:
     """One child Python that answers questions, one at a time, over JSON lines."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = child_env(env)
+        self._extra = env  # asked again at each question: the PER_QUESTION_ENV values of that moment
         self.codes: dict[str, str] = {}  # question -> code digest it was first asked with (warm use)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "backend.oracle.child", str(os.getpid())],
@@ -72,7 +80,9 @@ class Child:
             self._stderr.clear()
         watch = _Watch(self, timeout, cancelled)
         try:
-            self._send({"id": ident, "question": question, "payload": payload})
+            now = child_env(self._extra)
+            self._send({"id": ident, "question": question, "payload": payload,
+                        "env": {name: now.get(name) for name in PER_QUESTION_ENV}})
             result = self._read_answer(ident, progress)
         except BaseException:  # the caller failed (its progress callback, say): nobody waits for the answer
             self.kill("was stopped: its caller failed")
@@ -237,8 +247,9 @@ class WarmChild:
 
     One question at a time (a caller waiting for it polls its `cancelled`). A question that fails by
     the child's death (cancel, timeout, kill) drops the child; the next question starts a new one. A
-    question whose code changed since this child first ran it, or a changed environment, also gets a
-    new child (the old one has the old modules imported).
+    question whose code changed since this child first ran it, or a changed environment (but for
+    PER_QUESTION_ENV, which each question carries), also gets a new child (the old one has the old
+    modules imported, and the libraries read their variables as they are imported).
     """
 
     def __init__(self) -> None:
@@ -290,7 +301,7 @@ class WarmChild:
         if self._stopped:
             raise OracleError(f"oracle {question!r}: the warm child was stopped")
         child = self._child
-        if child is not None and (not child.alive or child.env != child_env()
+        if child is not None and (not child.alive or not started_alike(child.env, child_env())
                                   or child.codes.setdefault(question, code) != code):
             child.close()
             child = None

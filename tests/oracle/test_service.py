@@ -189,3 +189,20 @@ def test_a_warm_child_handed_over_is_used_and_handed_back_running(tmp_path: Path
     finally:
         runner.use_warm(None)
         kept.stop()
+
+
+def test_the_warm_child_takes_the_workbench_folders_with_each_question_and_restarts_for_the_rest(
+        tmp_path: Path, warm: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = OracleCache(tmp_path)
+    monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "first"))
+    first = ask("echo", {"env": "WORKBENCH_WORKSPACE"}, cache=cache)
+    assert first["value"] == str(tmp_path / "first")
+    monkeypatch.setenv("WORKBENCH_WORKSPACE", str(tmp_path / "second"))  # read by our code when called: no restart
+    second = ask("echo", {"env": "WORKBENCH_WORKSPACE", "asked": 2}, cache=cache)  # (answers are cached by payload)
+    assert (second["pid"], second["value"]) == (first["pid"], str(tmp_path / "second"))
+    monkeypatch.delenv("WORKBENCH_WORKSPACE")
+    assert ask("echo", {"env": "WORKBENCH_WORKSPACE", "asked": 3}, cache=cache) == {"value": None,
+                                                                                   "pid": first["pid"]}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a library's, read as it is imported: a new child
+    third = ask("echo", {"env": "HF_HUB_OFFLINE"}, cache=cache)
+    assert third["pid"] != first["pid"] and third["value"] == "1"

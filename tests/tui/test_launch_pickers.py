@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from textual.widgets import OptionList
 
 from backend.core.paths import BUILTIN_DATASETS
@@ -114,6 +115,7 @@ async def test_typed_hub_id_and_dataset_with_sample_count(profile_copy: Path) ->
         assert "--dataset'swift/self-cognition#500'--" in await command_shown(pilot, screen)  # quoted: a shell comment
 
 
+@pytest.mark.one_shot_oracle  # the app's own warm child, stopped with it: no kept one lent
 async def test_uninferable_model_type_is_warned_and_choices_offered(
     tmp_path: Path, tiny_model: Path, swift_registry: dict, profile_copy: Path
 ) -> None:
