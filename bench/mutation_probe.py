@@ -128,6 +128,16 @@ BREAKS: tuple[Break, ...] = (
     Break("deepspeed-scale-not-read", "a DeepSpeed fp16 run's loss scale is DeepSpeed's own",
           "backend/plugin/loss_scale.py", '"loss_scale": float(ds_optimizer.cur_scale)', '"loss_scale": 65536.0',
           ("tests/test_deepspeed_loss_scale.py",)),
+    Break("collector-not-paused-in-the-oracle", "an oracle child answers with the collector paused while it loads",
+          "backend/oracle/child.py", "with paused_while_loading():  # a question loads",
+          "if True:  # a question loads",
+          ("tests/test_collector.py",)),
+    Break("app-stops-a-kept-warm-child", "the app stops only the warm oracle child it started",
+          "tui/app.py", "        if self.warm_child_started:\n", "        if True:\n",
+          ("tests/tui/test_app_warm_child.py",)),
+    Break("folders-restart-the-warm-child", "the workbench's folders travel with each question, no restart",
+          "backend/oracle/service.py", "not started_alike(child.env, child_env())", "child.env != child_env()",
+          ("tests/oracle/test_service.py", "-k", "workbench_folders")),
 )
 
 

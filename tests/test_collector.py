@@ -13,18 +13,25 @@ from backend.oracle import OracleCache, ask
 
 # in a process of its own: freezing is for the whole process, and pytest's own collector is left alone
 SCRIPT = """
-import gc, json
+import gc, json, weakref
 from backend.core.collector import paused_while_loading
+class Node:
+    pass
 seen = {}
 frozen = gc.get_freeze_count()
 with paused_while_loading():
     seen["inside"] = gc.isenabled()
     loaded = [[index] for index in range(1000)]  # tracked objects that live on, as an import leaves them
+    garbage = Node()
+    garbage.itself = garbage  # a cycle the block leaves behind (a tensor could hang on one)
+    cycle = weakref.ref(garbage)
+    del garbage
     with paused_while_loading():
         pass
     seen["after the inner block"] = gc.isenabled()
 seen["after"] = gc.isenabled()
 seen["frozen"] = gc.get_freeze_count() - frozen
+seen["the block's garbage cycle freed"] = cycle() is None
 gc.disable()
 frozen = gc.get_freeze_count()
 with paused_while_loading():
@@ -40,6 +47,7 @@ def test_paused_while_loading_then_frozen_and_on_again() -> None:
     seen = json.loads(done.stdout)
     assert (seen["inside"], seen["after the inner block"], seen["after"]) == (False, False, True)
     assert seen["frozen"] >= 1000  # the block's lists, out of every later pass
+    assert seen["the block's garbage cycle freed"]  # not frozen with the rest, never to be freed
     assert (seen["turned off before"], seen["frozen when it was off"]) == (False, 0)
 
 

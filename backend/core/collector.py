@@ -7,7 +7,8 @@ Two costs follow, both measured by bench/collector.py:
 - at the end, Python's last full collections walk all of them once more: 1.5 s of a 2-step training's
   8 s (`skip_last_collections`).
 Freezing them (`gc.freeze`) takes them out of every later pass; nothing is lost, since they were never
-going to be garbage. Files are still closed and flushed at the end by the usual teardown.
+going to be garbage (the cycles that were are freed by one pass first). Files are still closed and flushed at
+the end by the usual teardown.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from contextlib import contextmanager
 
 @contextmanager
 def paused_while_loading() -> Iterator[None]:
-    """No collection while the block loads the libraries (and what it builds with them); then what is
-    alive is frozen and the collector runs again. Nested use is one pause."""
+    """No collection while the block loads the libraries (and what it builds with them); then one pass over
+    what the block made, and what is still alive is frozen; the collector runs again. Nested use is one pause."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
+            # paused, nothing the block made left the youngest generation: one pass there frees its garbage
+            # cycles (a model's tensors among them, maybe), which freezing would otherwise keep for good
+            gc.collect(0)
             gc.freeze()
             gc.enable()
 
