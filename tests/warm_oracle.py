@@ -11,7 +11,7 @@ a cancel kills) is marked `one_shot_oracle`: nothing is lent to it and no idle c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from backend.oracle import runner, service
@@ -22,7 +22,7 @@ _kept: WarmChild | None = None
 
 def _warm() -> WarmChild:
     global _kept
-    if _kept is None or _kept.stopped:  # an app stops the warm child it was lent when it closes
+    if _kept is None or _kept.stopped:  # a test that calls stop_warm() while it is lent stops it
         _kept = WarmChild()
     return _kept
 
@@ -53,7 +53,9 @@ def stop_kept() -> None:
         kept.stop()
 
 
-def without_test_name(extra: dict[str, str] | None = None, *, _child_env=service.child_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def without_test_name(extra: dict[str, str] | None = None, *,
+                      _child_env: Callable[[dict[str, str] | None], dict[str, str]] = service.child_env,
+                      ) -> dict[str, str]:
     """The children's environment without PYTEST_CURRENT_TEST: pytest renames it every test, which would
     restart the warm child at each one."""
     env = _child_env(extra)
